@@ -1,0 +1,16 @@
+// Umbrella header for the b12x C++ API.
+#pragma once
+#include "b12x/core/dtype.h"
+#include "b12x/core/error.h"
+#include "b12x/core/tensor.h"
+#include "b12x/embedding/reference.h"
+#include "b12x/formats/format.h"
+#include "b12x/formats/fp8.h"
+#include "b12x/formats/ggml.h"
+#include "b12x/formats/mx.h"
+#include "b12x/formats/nvfp4.h"
+#include "b12x/formats/scalar.h"
+#include "b12x/formats/swizzle.h"
+#include "b12x/formats/weight.h"
+#include "b12x/linear/reference.h"
+#include "b12x/version.h"

@@ -1,0 +1,44 @@
+// CPU reference of the linear op: y[M, N] = x[M, K] . W[N, K]^T (+ bias). The executable spec every
+// GPU linear kernel is compared with. Readable, float64 accumulation.
+#pragma once
+#include <string_view>
+
+#include "b12x/core/tensor.h"
+#include "b12x/formats/weight.h"
+
+namespace b12x {
+
+// How activations enter the GEMM.
+enum class ActMode : uint8_t {
+  a16,         // x used as given (bf16/f16/f32): every weight format
+  fp8_tensor,  // static per-tensor E4M3, x_q = e4m3(x / input_scale)      with fp8_tensor weights
+  fp8_token,   // dynamic per-token E4M3 (one FP32 scale per row)          with fp8_channel weights
+  fp8_block,   // dynamic 1x128-group E4M3                                 with fp8_block weights
+  mxfp8,       // dynamic MXFP8 (UE8M0 ceil rule)                          with mxfp8 or mxfp4 (W4A8)
+  nvfp4,       // NVFP4 with global scale 1/input_scale                    with nvfp4 (W4A4)
+};
+
+std::string_view act_mode_name(ActMode a);
+ActMode parse_act_mode(std::string_view name, const std::string& arg = "activation");
+// Throws Unsupported when the pair is not served (e.g. nvfp4 activations with q8_0 weights).
+void check_act_supported(Format weight, ActMode act);
+
+struct LinearRefArgs {
+  TensorView x;             // [M, K] bf16/f16/f32, host
+  WeightView w;             // host
+  ActMode act = ActMode::a16;
+  float input_scale = 1.f;  // fp8_tensor: static activation scale; nvfp4: activation s2 (ModelOpt input_scale)
+  TensorView bias;          // optional [N] bf16/f16/f32
+  TensorView y;             // [M, N] bf16/f16/f32/f64, written (rounded to nearest even)
+};
+
+// Quantizes x exactly as the act mode prescribes (the same CPU quantizers the GPU kernels must
+// match), decodes both operands exactly and accumulates in float64, then applies tensor scales and
+// bias and rounds once to y's dtype.
+void reference_linear(const LinearRefArgs& args);
+
+// The activations as the GEMM sees them: x quantized by `act` and decoded again (f64 [M, K]);
+// a16 returns x itself. Exposed for tests and error analysis.
+void reference_activations(const TensorView& x, ActMode act, float input_scale, const TensorView& out);
+
+}  // namespace b12x

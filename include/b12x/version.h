@@ -1,0 +1,5 @@
+#pragma once
+#define B12X_VERSION_MAJOR 0
+#define B12X_VERSION_MINOR 1
+#define B12X_VERSION_PATCH 0
+#define B12X_VERSION_STRING "0.1.0"

@@ -1,0 +1,11 @@
+// Subcommand registration. Each subcommand lives in src/cli/<name>.cpp, parses its options with
+// CLI11 and runs in a callback; errors are b12x::Error and reach main() for a clean message.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace b12x::cli {
+
+void register_codec(CLI::App& app);      // codec.cpp: b12x codec {info, decode, encode, random}
+void register_reference(CLI::App& app);  // reference.cpp: b12x reference {linear, embedding}
+
+}  // namespace b12x::cli
