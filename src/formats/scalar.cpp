@@ -105,8 +105,9 @@ uint8_t f32_to_e4m3(float x) {
 
 float e4m3_to_f32(uint8_t b) {
   const uint32_t mag = b & 0x7F;
-  if (mag == 0x7F) return std::numeric_limits<float>::quiet_NaN();
-  const float v = static_cast<float>(decode_magnitude(mag, kE4M3));
+  // NaN keeps its sign bit (0xFF decodes to -NaN), so host and device decoders agree bit for bit.
+  const float v = mag == 0x7F ? std::numeric_limits<float>::quiet_NaN()
+                              : static_cast<float>(decode_magnitude(mag, kE4M3));
   return (b & 0x80) ? -v : v;
 }
 

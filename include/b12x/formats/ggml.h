@@ -4,6 +4,7 @@
 //   IQ2_XS   74 bytes / 256 weights: fp16 d, u16 qs[32] (9-bit grid | 7-bit sign), u8 scales[8]
 // Decoding to FP32 is exact (gguf-py and the ggml C reference are the oracles).
 #pragma once
+#include <bit>
 #include <cstdint>
 
 #include "b12x/core/tensor.h"
@@ -20,7 +21,7 @@ extern const uint64_t kIq2xsGrid[512];
 // ksigns_iq2xs[i] = i | (parity(i) << 7): the 7 stored sign bits plus an even-parity 8th.
 inline uint8_t iq2_ksigns(uint32_t i) {
   i &= 127;
-  return static_cast<uint8_t>(i | ((__builtin_popcount(i) & 1u) << 7));
+  return static_cast<uint8_t>(i | ((std::popcount(i) & 1u) << 7));
 }
 
 // Single-block decoders (out receives 32 or 256 floats).

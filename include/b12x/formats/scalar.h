@@ -13,6 +13,8 @@ float bf16_to_f32(uint16_t b);
 uint16_t f32_to_f16(float x);
 float f16_to_f32(uint16_t h);
 
+// Decoders keep the sign bit of NaN codes (0xFF -> -NaN), so host and device agree bit for bit.
+
 // FP8 E4M3 (float8_e4m3fn): RNE, saturating to +-448 (Inf saturates too), NaN -> 0x7F | sign.
 uint8_t f32_to_e4m3(float x);
 float e4m3_to_f32(uint8_t b);
@@ -34,7 +36,8 @@ float ue8m0_to_f32(uint8_t b);
 
 // MX scale selection, "ceil rule": the smallest power of two 2^X with amax / 2^X <= elem_max,
 // computed exactly on the bits of t = amax / elem_max (FP32 division): X = (E - 127) + (F != 0),
-// clamped to the UE8M0 range. amax == 0 gives 127 (scale 1.0); NaN or Inf amax gives 255 (NaN),
+// clamped to the UE8M0 range. (For an FP32-subnormal t the formula gives X = -126, slightly above the
+// true ceiling - never a scale too small.) amax == 0 gives 127 (scale 1.0); NaN or Inf amax gives 255 (NaN),
 // so a non-finite block decodes to NaN instead of silently to numbers.
 uint8_t ue8m0_ceil_scale(float amax, float elem_max);
 

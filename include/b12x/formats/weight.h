@@ -43,7 +43,8 @@ void validate_weight(const WeightView& w);
 PackedWeight quantize_weight(Format format, const TensorView& w);
 
 // Decodes w into out (f32 [N, K]). With apply_tensor_scale = false the FP32 tensor scale
-// (scale2) is left out, so the result is exact for every format.
+// (scale2) is left out, and the result is the exact value for every format except fp8_channel and
+// fp8_block, whose E4M3 x FP32-scale product rounds once in FP32.
 void dequantize_weight(const WeightView& w, const TensorView& out, bool apply_tensor_scale = true);
 
 // Allocates zeroed host tensors of the right dtypes and shapes for (format, n, k).

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what b12x needs on a fresh Debian machine with the CUDA 13 toolkit, then configures and
+# builds into ./build. Safe to re-run: installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev)
+missing=()
+for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q "${missing[@]}" >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q "${missing[@]}" >/dev/null; }
+fi
+
+# Python test oracles (gguf, ml_dtypes) and tools, pinned.
+if ! python3 -c "import numpy, gguf, ml_dtypes, safetensors, pytest" 2>/dev/null; then
+  echo "setup: installing Python test packages"
+  python3 -m pip install -q --disable-pip-version-check -r requirements-test.txt
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$(nproc)"

@@ -1,0 +1,209 @@
+// CPU reference of the linear op: the executable spec for every GPU linear kernel.
+//
+//   1. Quantize x exactly as the activation mode says (the host quantizers in formats/), then decode
+//      it to float64. Per-row / per-block / MX scales are folded into the decoded values (exact in
+//      float64); the per-tensor activation scale is kept apart.
+//   2. Decode the weight to f32 without its tensor scale (dequantize_weight).
+//   3. y[m, n] = (sum_k a[m, k] * w[n, k]) * (act tensor scale * weight tensor scale) + bias[n],
+//      all in float64, rounded once to y's dtype.
+#include "b12x/linear/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "b12x/core/error.h"
+#include "b12x/formats/fp8.h"
+#include "b12x/formats/mx.h"
+#include "b12x/formats/nvfp4.h"
+#include "b12x/formats/scalar.h"
+
+namespace b12x {
+
+namespace {
+
+struct ActModeName {
+  ActMode mode;
+  std::string_view name;
+};
+constexpr ActModeName kActModes[] = {
+    {ActMode::a16, "a16"},           {ActMode::fp8_tensor, "fp8_tensor"}, {ActMode::fp8_token, "fp8_token"},
+    {ActMode::fp8_block, "fp8_block"}, {ActMode::mxfp8, "mxfp8"},       {ActMode::nvfp4, "nvfp4"},
+};
+
+bool act_supported(Format weight, ActMode act) {
+  switch (act) {
+    case ActMode::a16: return true;
+    case ActMode::fp8_tensor: return weight == Format::fp8_tensor;
+    case ActMode::fp8_token: return weight == Format::fp8_channel;
+    case ActMode::fp8_block: return weight == Format::fp8_block;
+    case ActMode::mxfp8: return weight == Format::mxfp8 || weight == Format::mxfp4;
+    case ActMode::nvfp4: return weight == Format::nvfp4;
+  }
+  return false;
+}
+
+// Modes whose quantizer takes the static input_scale.
+bool uses_input_scale(ActMode act) { return act == ActMode::fp8_tensor || act == ActMode::nvfp4; }
+
+// The weight's FP32 tensor scale; formats without one ignore WeightView::scale2.
+double weight_tensor_scale(const WeightView& w) {
+  return (w.format == Format::fp8_tensor || w.format == Format::nvfp4) ? static_cast<double>(w.scale2) : 1.0;
+}
+
+// Activations as the GEMM consumes them: values[M * K] with every scale but the per-tensor one
+// applied, and that per-tensor scale.
+struct DecodedActivations {
+  std::vector<double> values;
+  double tensor_scale = 1.0;
+};
+
+// FP8 codes times a per-block FP32 scale (scale columns cover `group` K elements).
+void decode_fp8(const HostTensor& q, const HostTensor& scales, int64_t group, std::vector<double>& out) {
+  const int64_t rows = q.view().size(0), cols = q.view().size(1), scale_cols = scales.view().size(1);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = static_cast<double>(e4m3_to_f32(q.ptr<uint8_t>()[r * cols + c])) *
+                          scales.ptr<float>()[r * scale_cols + c / group];
+}
+
+DecodedActivations quantize_fp8(const TensorView& x, ActMode act, float input_scale) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  DecodedActivations a{std::vector<double>(rows * cols), 1.0};
+  HostTensor q(DType::f8_e4m3, {rows, cols});
+  if (act == ActMode::fp8_tensor) {
+    fp8_quantize_static(x, input_scale, q.view());
+    for (int64_t i = 0; i < rows * cols; ++i) a.values[i] = e4m3_to_f32(q.ptr<uint8_t>()[i]);
+    a.tensor_scale = input_scale;
+    return a;
+  }
+  const Fp8Block block = act == ActMode::fp8_token ? kFp8PerRow : kFp8Group1x128;
+  int64_t scale_rows, scale_cols;
+  fp8_scale_shape(rows, cols, block, &scale_rows, &scale_cols);
+  HostTensor scales(DType::f32, {scale_rows, scale_cols});
+  fp8_quantize(x, block, q.view(), scales.view());
+  decode_fp8(q, scales, act == ActMode::fp8_token ? std::max<int64_t>(cols, 1) : 128, a.values);
+  return a;
+}
+
+DecodedActivations quantize_mxfp8(const TensorView& x) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  B12X_CHECK_ARG(cols % kMxGroup == 0, "x", "K must be a multiple of ", kMxGroup, " for mxfp8 activations, got ", cols);
+  HostTensor q(DType::f8_e4m3, {rows, cols});
+  HostTensor scales(DType::ue8m0, {rows, cols / kMxGroup});
+  mx_quantize(Format::mxfp8, x, q.view(), scales.view());
+  DecodedActivations a{std::vector<double>(rows * cols), 1.0};
+  for (int64_t i = 0; i < rows * cols; ++i)
+    a.values[i] = static_cast<double>(e4m3_to_f32(q.ptr<uint8_t>()[i])) * ue8m0_to_f32(scales.ptr<uint8_t>()[i / kMxGroup]);
+  return a;
+}
+
+DecodedActivations quantize_nvfp4(const TensorView& x, float input_scale) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  B12X_CHECK_ARG(cols % kNvfp4Group == 0, "x", "K must be a multiple of ", kNvfp4Group, " for nvfp4 activations, got ", cols);
+  HostTensor packed(DType::u8, {rows, cols / 2});
+  HostTensor scales(DType::f8_e4m3, {rows, cols / kNvfp4Group});
+  const float global_scale = 1.0f / input_scale;  // the quantizer's multiplier g = 1 / s2
+  B12X_CHECK_ARG(std::isfinite(global_scale), "input_scale", "is too small: 1 / ", input_scale, " overflows FP32");
+  nvfp4_quantize(x, global_scale, packed.view(), scales.view());
+  DecodedActivations a{std::vector<double>(rows * cols), input_scale};
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const uint8_t code = (packed.ptr<uint8_t>()[i / 2] >> (4 * (i % 2))) & 0xF;  // even element low
+    a.values[i] = static_cast<double>(e2m1_to_f32(code)) * e4m3_to_f32(scales.ptr<uint8_t>()[i / kNvfp4Group]);
+  }
+  return a;
+}
+
+void check_x(const TensorView& x) { expect(x, "x").host().dtype_in({DType::bf16, DType::f16, DType::f32}).ndim(2).contiguous(); }
+
+void check_input_scale(ActMode act, float input_scale) {
+  if (uses_input_scale(act))
+    B12X_CHECK_ARG(std::isfinite(input_scale) && input_scale > 0.0f, "input_scale", "must be finite and > 0 for ",
+                   act_mode_name(act), " activations, got ", input_scale);
+}
+
+DecodedActivations decode_activations(const TensorView& x, ActMode act, float input_scale) {
+  check_x(x);
+  check_input_scale(act, input_scale);
+  switch (act) {
+    case ActMode::a16: {
+      DecodedActivations a{std::vector<double>(x.numel()), 1.0};
+      for (int64_t i = 0; i < x.numel(); ++i) a.values[i] = load_f32(x.data, x.dtype, i);
+      return a;
+    }
+    case ActMode::fp8_tensor:
+    case ActMode::fp8_token:
+    case ActMode::fp8_block: return quantize_fp8(x, act, input_scale);
+    case ActMode::mxfp8: return quantize_mxfp8(x);
+    case ActMode::nvfp4: return quantize_nvfp4(x, input_scale);
+  }
+  fail_arg("activation", "unknown activation mode value ", static_cast<int>(act));
+}
+
+void check_weight(const WeightView& w, int64_t k) {
+  validate_weight(w);
+  expect(w.data, "weight").host();  // dequantize_weight checks the scale tensor under its own name
+  B12X_CHECK_ARG(w.k == k, "weight", "K (in_features) is ", w.k, " but x has K = ", k);
+}
+
+}  // namespace
+
+std::string_view act_mode_name(ActMode a) {
+  for (const auto& m : kActModes)
+    if (m.mode == a) return m.name;
+  throw Error(detail::concat("unknown activation mode value ", static_cast<int>(a)));
+}
+
+ActMode parse_act_mode(std::string_view name, const std::string& arg) {
+  std::string all;
+  for (const auto& m : kActModes) {
+    if (m.name == name) return m.mode;
+    all += (all.empty() ? "" : ", ") + std::string(m.name);
+  }
+  fail_arg(arg, "unknown activation mode '", name, "' (expected one of: ", all, ")");
+}
+
+void check_act_supported(Format weight, ActMode act) {
+  if (act_supported(weight, act)) return;
+  std::string served;
+  for (const auto& m : kActModes)
+    if (act_supported(weight, m.mode)) served += (served.empty() ? "" : ", ") + std::string(m.name);
+  fail_unsupported("activation mode '", act_mode_name(act), "' is not supported with weight format '",
+                   format_info(weight).name, "' (", format_info(weight).name, " takes: ", served, ")");
+}
+
+void reference_activations(const TensorView& x, ActMode act, float input_scale, const TensorView& out) {
+  check_x(x);
+  expect(out, "out").host().dtype(DType::f64).shape({x.size(0), x.size(1)}).contiguous();
+  const DecodedActivations a = decode_activations(x, act, input_scale);
+  for (int64_t i = 0; i < x.numel(); ++i) out.ptr<double>()[i] = a.values[i] * a.tensor_scale;
+}
+
+void reference_linear(const LinearRefArgs& args) {
+  check_x(args.x);
+  const int64_t m = args.x.size(0), k = args.x.size(1);
+  check_weight(args.w, k);
+  const int64_t n = args.w.n;
+  check_act_supported(args.w.format, args.act);
+  check_input_scale(args.act, args.input_scale);
+  const bool has_bias = !args.bias.empty();
+  if (has_bias) expect(args.bias, "bias").host().dtype_in({DType::bf16, DType::f16, DType::f32}).shape({n}).contiguous();
+  expect(args.y, "y").host().dtype_in({DType::bf16, DType::f16, DType::f32, DType::f64}).shape({m, n}).contiguous();
+
+  HostTensor w(DType::f32, {n, k});
+  dequantize_weight(args.w, w.view(), /*apply_tensor_scale=*/false);
+  const DecodedActivations a = decode_activations(args.x, args.act, args.input_scale);
+  // Both factors are FP32 values, so their float64 product is exact.
+  const double alpha = a.tensor_scale * weight_tensor_scale(args.w);
+
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0.0;
+      for (int64_t kk = 0; kk < k; ++kk) acc += a.values[i * k + kk] * static_cast<double>(w.ptr<float>()[j * k + kk]);
+      double y = acc * alpha;
+      if (has_bias) y += load_f32(args.bias.data, args.bias.dtype, j);
+      store_f32(args.y.data, args.y.dtype, i * n + j, y);
+    }
+}
+
+}  // namespace b12x
