@@ -7,5 +7,6 @@ namespace b12x::cli {
 
 void register_codec(CLI::App& app);      // codec.cpp: b12x codec {info, decode, encode, random}
 void register_reference(CLI::App& app);  // reference.cpp: b12x reference {linear, embedding}
+void register_runtime(CLI::App& app);    // runtime.cpp: b12x prewarm, b12x cache
 
 }  // namespace b12x::cli

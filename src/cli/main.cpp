@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", B12X_VERSION_STRING);
   b12x::cli::register_codec(app);
   b12x::cli::register_reference(app);
+  b12x::cli::register_runtime(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

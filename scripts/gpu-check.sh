@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, run the GPU tests (label `gpu`), run them again under
+# compute-sanitizer (memcheck, racecheck), then the benchmarks when they exist. Logs go to $OUT
+# (or ./gpu-out) so they come back with the call. Usage: scripts/gpu-check.sh [--no-sanitizer]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-$PWD/gpu-out}"
+mkdir -p "$out"
+export B12X_CACHE_DIR="${B12X_CACHE_DIR:-/tmp/b12x-cache}"
+sanitize=1
+[[ "${1:-}" == "--no-sanitizer" ]] && sanitize=0
+status=0
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+step "device"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/device.txt"
+
+step "build"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+cmake --build build-gpu -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
+echo "built"
+
+step "gpu tests"
+ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$out/gpu-tests.log" | tail -40
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+
+if ((sanitize)); then
+  for bin in build-gpu/tests/b12x_gpu_test_*; do
+    for tool in memcheck racecheck; do
+      step "compute-sanitizer --tool $tool $(basename "$bin")"
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin" --gtest_brief=1 >"$out/sanitizer-$tool-$(basename "$bin").log" 2>&1
+      rc=$?
+      tail -5 "$out/sanitizer-$tool-$(basename "$bin").log"
+      [[ $rc -eq 0 ]] || { echo "compute-sanitizer $tool failed ($rc)"; status=1; }
+    done
+  done
+fi
+
+if [[ -x build-gpu/b12x ]] && build-gpu/b12x bench --help >/dev/null 2>&1; then
+  step "bench"
+  build-gpu/b12x bench --json "$out/bench.json" 2>&1 | tee "$out/bench.log" | tail -60
+fi
+
+step "summary"
+echo "gpu-check status: $status"
+exit $status

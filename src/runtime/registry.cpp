@@ -1,0 +1,70 @@
+// The op families' kernel configurations, in one list, and prewarm on top of it.
+#include "b12x/runtime/registry.h"
+
+#include <chrono>
+#include <set>
+
+#include "b12x/core/error.h"
+#include "b12x/formats/dequantize.h"
+#include "b12x/formats/format.h"
+#include "b12x/runtime/cache.h"
+#include "runtime/selftest.h"
+
+namespace b12x {
+
+namespace detail {
+KernelSpec selftest_spec(int threads) {
+  KernelSpec s;
+  s.kernel = "runtime.selftest";
+  s.source = "runtime/kernels/selftest.cuh";
+  s.name_expression = "b12x::runtime_selftest_kernel<" + std::to_string(threads) + ">";
+  s.config = {{"threads", std::to_string(threads)}};
+  s.archs = {"sm_90a", "sm_120a"};
+  s.max_registers = 32;
+  return s;
+}
+}  // namespace detail
+
+std::vector<KernelSpec> registered_kernel_specs() {
+  std::vector<KernelSpec> all = {detail::selftest_spec(256)};
+  for (auto& s : dequant::all_kernel_specs()) all.push_back(std::move(s));
+  return all;
+}
+
+std::vector<std::string> prewarm_ops() { return {"dequantize"}; }
+
+std::vector<KernelSpec> prewarm_specs(const PrewarmItem& item) {
+  const Format format = parse_format(item.format, "format");
+  B12X_CHECK_ARG(item.n > 0 && item.k > 0, "shape", "n and k must be positive, got ", item.n, "x", item.k);
+  if (item.op == "dequantize") {
+    dequant::Caps caps{format, item.n, item.k, parse_dtype(item.out_dtype, "out_dtype")};
+    return {dequant::kernel_spec(caps)};
+  }
+  std::string ops;
+  for (const auto& o : prewarm_ops()) ops += (ops.empty() ? "" : ", ") + o;
+  fail_arg("op", "unknown op '", item.op, "' (prewarm knows: ", ops, ")");
+}
+
+PrewarmReport prewarm(const std::vector<PrewarmItem>& items, const std::string& arch, const PrewarmProgress& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<KernelSpec> specs;
+  std::set<std::string> seen;  // the same kernel serves many (shape, tokens) pairs: compile it once
+  for (const auto& item : items)
+    for (auto& s : prewarm_specs(item))
+      if (seen.insert(s.describe() + "|" + s.name_expression).second) specs.push_back(std::move(s));
+
+  const uint64_t misses_before = compile_cache_info().misses;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (progress) progress(i, specs.size(), specs[i].describe());
+    if (arch.empty()) resolve_kernel(specs[i]);
+    else cached_cubin(specs[i], arch);
+  }
+  if (progress) progress(specs.size(), specs.size(), "");
+  PrewarmReport r;
+  r.kernels = specs.size();
+  r.compiled = compile_cache_info().misses - misses_before;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace b12x

@@ -1,0 +1,439 @@
+// formats.dequantize on a real GPU (label `gpu`, run on the H200): every format x output dtype on
+// fresh random data and on hand-made weights covering every code, bit-exact with dequantize_weight()
+// + store_f32() on the host; outputs poisoned with 0xFF (NaN) first, so an unwritten element fails.
+// Also: host tensors are rejected by bind, a run captured in a CUDA graph replays without compiling,
+// and the device conversions equal their portable twins on all 2^32 FP32 inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "b12x/b12x.h"
+#include "b12x/formats/dequantize.h"
+#include "b12x/runtime/cache.h"
+#include "b12x/runtime/device.h"
+#include "b12x/runtime/jit.h"
+#include "runtime/cuda_api.h"
+
+namespace b12x {
+namespace {
+
+constexpr DType kOutDtypes[] = {DType::bf16, DType::f16, DType::f32};
+
+// ---------------------------------------------------------------------------------------------
+// Device memory
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes_) B12X_CUDA_CHECK(cudaMalloc(&p_, bytes_));
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (p_) cudaFree(p_);
+  }
+
+  void* get() const { return p_; }
+  size_t bytes() const { return bytes_; }
+  void upload(const void* src, size_t n, size_t offset = 0) {
+    ASSERT_LE(offset + n, bytes_);
+    B12X_CUDA_CHECK(cudaMemcpy(static_cast<char*>(p_) + offset, src, n, cudaMemcpyHostToDevice));
+  }
+  void fill(int byte) { B12X_CUDA_CHECK(cudaMemset(p_, byte, bytes_)); }
+  std::vector<uint8_t> download(size_t n, size_t offset = 0) const {
+    std::vector<uint8_t> host(n);
+    B12X_CUDA_CHECK(cudaMemcpy(host.data(), static_cast<const char*>(p_) + offset, n, cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+Device this_device() { return Device::cuda(current_device()); }
+
+// A packed host weight copied to the device; data_offset shifts the weight inside its buffer (to
+// test the alignment the kernel accepts).
+struct DeviceWeight {
+  DeviceBuffer data, scale;
+  WeightView view;
+  explicit DeviceWeight(const PackedWeight& p, size_t data_offset = 0) {
+    view = p.view();
+    data = DeviceBuffer(p.data.nbytes() + data_offset);
+    data.upload(p.data.view().data, p.data.nbytes(), data_offset);
+    view.data.data = static_cast<char*>(data.get()) + data_offset;
+    view.data.device = this_device();
+    if (!p.scale.view().empty()) {
+      scale = DeviceBuffer(p.scale.nbytes());
+      scale.upload(p.scale.view().data, p.scale.nbytes());
+      view.scale.data = scale.get();
+      view.scale.device = this_device();
+    }
+  }
+};
+
+// plan -> bind -> run into an output filled with poison bytes (0xFF: NaN); returns the output bytes.
+std::vector<uint8_t> dequantize_on_device(const PackedWeight& p, DType out_dtype, size_t data_offset = 0,
+                                          int poison = 0xFF) {
+  DeviceWeight w(p, data_offset);
+  const size_t out_bytes = static_cast<size_t>(p.n * p.k) * dtype_size(out_dtype);
+  DeviceBuffer out(out_bytes);
+  out.fill(poison);
+  const dequant::Plan plan = dequant::plan({p.format, p.n, p.k, out_dtype});
+  const dequant::Binding b =
+      dequant::bind(plan, Scratch{}, w.view, TensorView(out.get(), out_dtype, {p.n, p.k}, this_device()));
+  dequant::run(b, nullptr);
+  B12X_CUDA_CHECK(cudaGetLastError());
+  B12X_CUDA_CHECK(cudaDeviceSynchronize());
+  return out.download(out_bytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The host oracle
+
+uint32_t element_bits(const uint8_t* p, DType d, int64_t i) {
+  if (d == DType::f32) {
+    uint32_t u;
+    std::memcpy(&u, p + 4 * i, 4);
+    return u;
+  }
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  return h;
+}
+
+bool is_nan_bits(uint32_t u, DType d) {
+  if (d == DType::f32) return (u & 0x7FFFFFFFu) > 0x7F800000u;
+  if (d == DType::bf16) return (u & 0x7FFFu) > 0x7F80u;
+  return (u & 0x7FFFu) > 0x7C00u;
+}
+
+// The device output must equal dequantize_weight (tensor scale applied) rounded by store_f32, bit for
+// bit. allow_nan = false: the host result must not contain NaN (random data never does), so the NaN
+// poison can never pass. allow_nan = true (hand-made codes): where the host value is NaN the device
+// value must be NaN (NaN payloads of arithmetic are not part of the contract; the GPU's negated
+// canonical NaN is even the 0xFF poison in FP32), so the caller checks with a second run under another
+// poison that every element was written.
+void expect_matches_host(const PackedWeight& p, DType out_dtype, const std::vector<uint8_t>& got, bool allow_nan,
+                         const std::string& what) {
+  const WeightView w = p.view();
+  HostTensor ref(DType::f32, {w.n, w.k});
+  dequantize_weight(w, ref.view(), true);
+  ASSERT_EQ(got.size(), static_cast<size_t>(w.n * w.k) * dtype_size(out_dtype));
+  uint8_t want[4];
+  int64_t bad = 0;
+  for (int64_t i = 0; i < w.n * w.k; ++i) {
+    const float r = ref.ptr<float>()[i];
+    const uint32_t b = element_bits(got.data(), out_dtype, i);
+    bool ok;
+    uint32_t a = 0;
+    if (std::isnan(r)) {
+      ok = allow_nan && is_nan_bits(b, out_dtype);
+    } else {
+      store_f32(want, out_dtype, 0, r);
+      a = element_bits(want, out_dtype, 0);
+      ok = a == b;
+    }
+    if (!ok && bad++ < 8)
+      ADD_FAILURE() << what << " out=" << dtype_name(out_dtype) << ": element (" << i / w.k << ", " << i % w.k
+                    << ") want " << std::hex << a << " got " << b << std::dec << " (host f32 " << r << ")";
+  }
+  EXPECT_EQ(bad, 0) << what << " out=" << dtype_name(out_dtype) << ": " << bad << " of " << w.n * w.k
+                    << " elements differ";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Test data
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) | rd();
+}
+
+// Float weights with a wide dynamic range: per-row magnitude 2^[-26, 10], zeros and -0 sprinkled in.
+HostTensor random_floats(std::mt19937_64& rng, int64_t n, int64_t k) {
+  HostTensor w(DType::f32, {n, k});
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-26, 10), pick(0, 63);
+  for (int64_t r = 0; r < n; ++r) {
+    const float row_scale = std::ldexp(1.0f, exponent(rng));
+    for (int64_t c = 0; c < k; ++c) {
+      const int p = pick(rng);
+      w.ptr<float>()[r * k + c] = p == 0 ? 0.0f : p == 1 ? -0.0f : normal(rng) * row_scale;
+    }
+  }
+  return w;
+}
+
+// Quantized random floats (quantize_weight); random valid blocks for the GGML formats.
+PackedWeight random_weight(Format f, int64_t n, int64_t k, std::mt19937_64& rng) {
+  if (is_ggml_format(f)) {
+    PackedWeight p = allocate_weight(f, n, k);
+    ggml_random_blocks(f, p.data.view(), rng());
+    return p;
+  }
+  return quantize_weight(f, random_floats(rng, n, k).view());
+}
+
+// Hand-made weights hitting every code: all element codes against all scale codes, subnormal and
+// overflowing products, every FP16 block scale. Contains NaN codes.
+std::vector<PackedWeight> crafted_weights(Format f, std::mt19937_64& rng) {
+  std::vector<PackedWeight> out;
+  auto u8 = [](const PackedWeight& p) { return p.data.ptr<uint8_t>(); };
+  switch (f) {
+    case Format::bf16:
+    case Format::f16: {  // every 16-bit pattern
+      PackedWeight p = allocate_weight(f, 256, 256);
+      for (int i = 0; i < 65536; ++i) p.data.ptr<uint16_t>()[i] = static_cast<uint16_t>(i);
+      out.push_back(std::move(p));
+      break;
+    }
+    case Format::fp8_tensor: {  // every code with a plain, a tiny (subnormal products) and a huge scale
+      for (float s2 : {0.3701f, 1.0f, 3.0e-39f, 1.5e36f}) {
+        PackedWeight p = allocate_weight(f, 8, 256);
+        for (int i = 0; i < 8 * 256; ++i) u8(p)[i] = static_cast<uint8_t>(i);
+        p.scale2 = s2;
+        out.push_back(std::move(p));
+      }
+      break;
+    }
+    case Format::fp8_channel:
+    case Format::fp8_block: {  // random codes; scales from subnormal to huge; partial edge blocks
+      const int64_t n = f == Format::fp8_block ? 300 : 64, k = f == Format::fp8_block ? 416 : 256;
+      PackedWeight p = allocate_weight(f, n, k);
+      for (int64_t i = 0; i < n * k; ++i) u8(p)[i] = static_cast<uint8_t>(rng());
+      std::uniform_int_distribution<int> e(-149, 120);
+      std::uniform_real_distribution<float> m(1.0f, 2.0f);
+      for (int64_t i = 0; i < p.scale.numel(); ++i) p.scale.ptr<float>()[i] = std::ldexp(m(rng), e(rng));
+      out.push_back(std::move(p));
+      break;
+    }
+    case Format::mxfp8: {  // row r: scale byte r; each row holds all 256 codes
+      PackedWeight p = allocate_weight(f, 256, 256);
+      for (int64_t i = 0; i < 256 * 256; ++i) u8(p)[i] = static_cast<uint8_t>(i % 256);
+      for (int64_t i = 0; i < p.scale.numel(); ++i) p.scale.ptr<uint8_t>()[i] = static_cast<uint8_t>(i / 8);
+      out.push_back(std::move(p));
+      break;
+    }
+    case Format::mxfp4: {  // row r: scale byte r; each row holds all 16 codes twice
+      PackedWeight p = allocate_weight(f, 256, 32);
+      for (int64_t i = 0; i < 256 * 16; ++i) u8(p)[i] = static_cast<uint8_t>(((2 * i) & 15) | (((2 * i + 1) & 15) << 4));
+      for (int64_t i = 0; i < 256; ++i) p.scale.ptr<uint8_t>()[i] = static_cast<uint8_t>(i);
+      out.push_back(std::move(p));
+      break;
+    }
+    case Format::nvfp4: {  // every E4M3 block scale (negative and NaN too) x every code, several s2
+      for (float s2 : {1.0f, 0.3701f, 3.0e-39f, 2.5e35f}) {
+        PackedWeight p = allocate_weight(f, 128, 64);
+        for (int64_t i = 0; i < 128 * 32; ++i)
+          u8(p)[i] = static_cast<uint8_t>(((2 * i) & 15) | (((2 * i + 1) & 15) << 4));
+        for (int64_t i = 0; i < p.scale.numel(); ++i) p.scale.ptr<uint8_t>()[i] = static_cast<uint8_t>(i % 256);
+        p.scale2 = s2;
+        out.push_back(std::move(p));
+      }
+      break;
+    }
+    case Format::q8_0: {  // every FP16 block scale (subnormal, Inf, NaN too) with random int8 values
+      PackedWeight p = allocate_weight(f, 256, 32 * 256);
+      for (int64_t b = 0; b < 65536; ++b) {
+        uint8_t* block = u8(p) + b * 34;
+        block[0] = static_cast<uint8_t>(b);
+        block[1] = static_cast<uint8_t>(b >> 8);
+        for (int j = 2; j < 34; ++j) block[j] = static_cast<uint8_t>(rng());
+      }
+      out.push_back(std::move(p));
+      break;
+    }
+    case Format::iq2_xxs:
+    case Format::iq2_xs: {  // random blocks whose FP16 scale is any pattern (all subnormals, Inf, NaN)
+      const int bytes = format_info(f).block_bytes;
+      PackedWeight p = allocate_weight(f, 64, 256 * 64);
+      ggml_random_blocks(f, p.data.view(), rng());
+      for (int64_t b = 0; b < 64 * 64; ++b) {
+        const uint16_t d = b < 2048 ? static_cast<uint16_t>(b) : static_cast<uint16_t>(rng());
+        u8(p)[b * bytes] = static_cast<uint8_t>(d);
+        u8(p)[b * bytes + 1] = static_cast<uint8_t>(d >> 8);
+      }
+      out.push_back(std::move(p));
+      break;
+    }
+  }
+  return out;
+}
+
+std::string shape_label(const PackedWeight& p) {
+  return std::string(format_info(p.format).name) + " " + std::to_string(p.n) + "x" + std::to_string(p.k);
+}
+
+class DequantGpu : public testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(cuda_available()) << "this test needs a CUDA device"; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+TEST_F(DequantGpu, DeviceConversionsEqualPortableTwinsOnAllFloats) {
+  KernelSpec spec;
+  spec.kernel = "device.convert_selftest";
+  spec.source = "device/selftest_convert.cuh";
+  spec.name_expression = "b12x::device_convert_selftest_kernel<256>";
+  spec.archs = {"sm_90a", "sm_120a"};
+  spec.options = {"--ftz=false", "--fmad=false"};
+  const Kernel& k = resolve_kernel(spec);
+  DeviceBuffer counters(3 * sizeof(unsigned long long)), first(3 * sizeof(unsigned));
+  B12X_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+  B12X_CUDA_CHECK(cudaMemset(first.get(), 0xFF, first.bytes()));
+  unsigned long long begin = 0, end = 1ull << 32;
+  void* counters_p = counters.get();
+  void* first_p = first.get();
+  void* args[] = {&begin, &end, &counters_p, &first_p};
+  k.launch(dim3(static_cast<unsigned>(device_info().sm_count) * 16), dim3(256), 0, nullptr, args);
+  B12X_CUDA_CHECK(cudaGetLastError());
+  B12X_CUDA_CHECK(cudaDeviceSynchronize());
+  unsigned long long c[3];
+  unsigned f[3];
+  B12X_CUDA_CHECK(cudaMemcpy(c, counters.get(), sizeof(c), cudaMemcpyDeviceToHost));
+  B12X_CUDA_CHECK(cudaMemcpy(f, first.get(), sizeof(f), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(c[0], 0u) << "pack_bf16x2 differs from f32_to_bf16_rne, first at bits 0x" << std::hex << f[0];
+  EXPECT_EQ(c[1], 0u) << "pack_f16x2 differs from f32_to_f16_rne, first at bits 0x" << std::hex << f[1];
+  EXPECT_EQ(c[2], 0u) << "f16_to_f32 differs from f16_to_f32_bits, first at 0x" << std::hex << f[2];
+}
+
+TEST_F(DequantGpu, RandomWeightsMatchHostBitExact) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (const auto& info : all_formats()) {
+    const bool iq2 = info.format == Format::iq2_xxs || info.format == Format::iq2_xs;
+    // N not a multiple of 128; K not a multiple of 128 where the format allows it.
+    const std::vector<std::pair<int64_t, int64_t>> shapes =
+        iq2 ? std::vector<std::pair<int64_t, int64_t>>{{1, 256}, {300, 768}, {77, 2816}}
+            : std::vector<std::pair<int64_t, int64_t>>{{1, 32}, {300, 160}, {129, 416}, {77, 2848}};
+    for (const auto& [n, k] : shapes) {
+      const PackedWeight p = random_weight(info.format, n, k, rng);
+      for (DType out : kOutDtypes) expect_matches_host(p, out, dequantize_on_device(p, out), false, shape_label(p));
+    }
+  }
+}
+
+TEST_F(DequantGpu, LargeWeightsMatchHostBitExact) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  size_t i = 0;
+  for (const auto& info : all_formats()) {
+    const PackedWeight p = random_weight(info.format, 8192, 4096, rng);
+    const DType out = kOutDtypes[i++ % 3];  // every dtype is covered on the small shapes; rotate here
+    expect_matches_host(p, out, dequantize_on_device(p, out), false, shape_label(p));
+  }
+}
+
+TEST_F(DequantGpu, EveryCodeMatchesHost) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (const auto& info : all_formats())
+    for (const PackedWeight& p : crafted_weights(info.format, rng))
+      for (DType out : kOutDtypes) {
+        const std::vector<uint8_t> got = dequantize_on_device(p, out);
+        // Written everywhere: the same bytes under another poison (an unwritten element would differ).
+        EXPECT_TRUE(got == dequantize_on_device(p, out, 0, 0x7F)) << shape_label(p) << " " << dtype_name(out);
+        expect_matches_host(p, out, got, true, shape_label(p) + " (every code)");
+      }
+}
+
+TEST_F(DequantGpu, GgmlBlocksAtTwoByteOffsets) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (Format f : {Format::q8_0, Format::iq2_xxs, Format::iq2_xs}) {
+    const PackedWeight p = random_weight(f, 33, 512, rng);
+    for (size_t offset : {2, 6, 34})
+      expect_matches_host(p, DType::bf16, dequantize_on_device(p, DType::bf16, offset), false,
+                          shape_label(p) + " at offset " + std::to_string(offset));
+  }
+}
+
+TEST_F(DequantGpu, BindRejectsHostTensors) {
+  std::mt19937_64 rng(fresh_seed());
+  const PackedWeight p = random_weight(Format::nvfp4, 64, 128, rng);
+  DeviceWeight w(p);
+  DeviceBuffer out(64 * 128 * 2);
+  const TensorView out_view(out.get(), DType::bf16, {64, 128}, this_device());
+  const dequant::Plan plan = dequant::plan({Format::nvfp4, 64, 128, DType::bf16});
+  auto expect_names = [](const std::function<void()>& f, const std::string& arg) {
+    try {
+      f();
+      ADD_FAILURE() << "expected BadArgument naming '" << arg << "'";
+    } catch (const BadArgument& e) {
+      EXPECT_EQ(e.argument(), arg) << e.what();
+    }
+  };
+  // Host copies of everything: the weight is reported first.
+  expect_names([&] { dequant::bind(plan, Scratch{}, p.view(), out_view); }, "weight");
+  {  // device weight, host block scales
+    WeightView v = w.view;
+    v.scale = p.scale.view();
+    expect_names([&] { dequant::bind(plan, Scratch{}, v, out_view); }, "weight_scale");
+  }
+  {  // device weight, host output
+    HostTensor host_out(DType::bf16, {64, 128});
+    expect_names([&] { dequant::bind(plan, Scratch{}, w.view, host_out.view()); }, "out");
+  }
+  EXPECT_NO_THROW(dequant::bind(plan, Scratch{}, w.view, out_view));
+}
+
+TEST_F(DequantGpu, GraphCaptureReplaysWithoutCompiling) {
+  std::mt19937_64 rng(fresh_seed());
+  cudaStream_t stream;
+  B12X_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (Format f : {Format::nvfp4, Format::iq2_xs}) {
+    const PackedWeight p = random_weight(f, 1000, 2048, rng);
+    DeviceWeight w(p);
+    const size_t out_bytes = 1000 * 2048 * 2;
+    DeviceBuffer out(out_bytes);
+    // Plan and bind outside capture; run only launches.
+    const dequant::Plan plan = dequant::plan({f, 1000, 2048, DType::bf16}, stream);
+    const dequant::Binding b =
+        dequant::bind(plan, Scratch{}, w.view, TensorView(out.get(), DType::bf16, {1000, 2048}, this_device()));
+    EXPECT_EQ(dequant::plan({f, 1000, 2048, DType::bf16}, stream).kernel, plan.kernel);  // resolved once
+    const uint64_t misses = compile_cache_info().misses;
+
+    cudaGraph_t graph;
+    B12X_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    dequant::run(b, stream);
+    B12X_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec;
+    B12X_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 2; ++replay) {
+      B12X_CUDA_CHECK(cudaMemsetAsync(out.get(), 0xFF, out_bytes, stream));
+      B12X_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
+      expect_matches_host(p, DType::bf16, out.download(out_bytes), false,
+                          shape_label(p) + " graph replay " + std::to_string(replay));
+    }
+    EXPECT_EQ(compile_cache_info().misses, misses);
+    B12X_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    B12X_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  B12X_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+}  // namespace b12x

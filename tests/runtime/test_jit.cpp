@@ -1,0 +1,108 @@
+// NVRTC compilation and cache keys: no GPU needed.
+#include <gtest/gtest.h>
+
+#include "b12x/b12x.h"
+#include "b12x/runtime/jit.h"
+#include "b12x/runtime/registry.h"
+#include "runtime/selftest.h"
+#include "runtime/test_hooks.h"
+
+namespace b12x {
+namespace {
+
+TEST(Jit, CompilesSelftestForEveryDeclaredArch) {
+  const KernelSpec spec = detail::selftest_spec(128);
+  for (const auto& arch : spec.archs) {
+    const CompiledCubin c = compile_kernel(spec, arch);
+    EXPECT_GT(c.cubin.size(), 256u) << arch;
+    EXPECT_NE(c.lowered_name.find("runtime_selftest_kernel"), std::string::npos) << c.lowered_name;
+    EXPECT_GT(c.registers, 0) << c.log;
+    EXPECT_EQ(c.spill_bytes, 0) << c.log;
+    EXPECT_EQ(c.key, kernel_cache_key(spec, arch));
+  }
+}
+
+TEST(Jit, UndeclaredArchIsUnsupported) {
+  KernelSpec spec = detail::selftest_spec();
+  spec.archs = {"sm_90a"};
+  EXPECT_THROW(compile_kernel(spec, "sm_120a"), Unsupported);
+}
+
+TEST(Jit, UnknownSourceNamesThePath) {
+  KernelSpec spec = detail::selftest_spec();
+  spec.source = "nope/kernels/missing.cuh";
+  try {
+    compile_kernel(spec, "sm_90a");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nope/kernels/missing.cuh"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Jit, KeyChangesWithEveryInput) {
+  const KernelSpec base = detail::selftest_spec(256);
+  const std::string k0 = kernel_cache_key(base, "sm_90a");
+  EXPECT_EQ(k0.size(), 64u);
+  EXPECT_EQ(k0, kernel_cache_key(base, "sm_90a"));  // deterministic
+  EXPECT_NE(k0, kernel_cache_key(base, "sm_120a"));
+  KernelSpec s = base;
+  s.version = 2;
+  EXPECT_NE(k0, kernel_cache_key(s, "sm_90a"));
+  s = base;
+  s.name_expression = "b12x::runtime_selftest_kernel<128>";
+  EXPECT_NE(k0, kernel_cache_key(s, "sm_90a"));
+  s = base;
+  s.config.push_back({"extra", "1"});
+  EXPECT_NE(k0, kernel_cache_key(s, "sm_90a"));
+  s = base;
+  s.options.push_back("-DB12X_SOMETHING=1");
+  EXPECT_NE(k0, kernel_cache_key(s, "sm_90a"));
+  s = base;
+  s.max_registers = 64;
+  EXPECT_NE(k0, kernel_cache_key(s, "sm_90a"));
+}
+
+TEST(Jit, HeaderChangeChangesKeyAndCompileErrorsShowTheLog) {
+  const KernelSpec spec = detail::selftest_spec(256);
+  const std::string before = kernel_cache_key(spec, "sm_90a");
+  std::string header;
+  for (const auto& [path, text] : embedded_sources())
+    if (path == "device/common.cuh") header = text;
+  ASSERT_FALSE(header.empty()) << "selftest.cuh includes device/common.cuh";
+  detail::override_embedded_source("device/common.cuh", header + "\n// edited\n");
+  const std::string after = kernel_cache_key(spec, "sm_90a");
+  EXPECT_NE(before, after);
+  detail::override_embedded_source("device/common.cuh", header + "\nthis is not C++;\n");
+  try {
+    compile_kernel(spec, "sm_90a");
+    ADD_FAILURE() << "a broken header must not compile";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("common.cuh"), std::string::npos) << e.what();
+  }
+  detail::clear_embedded_source_overrides();
+  EXPECT_EQ(before, kernel_cache_key(spec, "sm_90a"));
+}
+
+// CI's compile check: every registered configuration, every declared architecture, no compile error,
+// no spills, registers within the declared limit.
+TEST(Jit, EveryRegisteredKernelCompiles) {
+  const auto specs = registered_kernel_specs();
+  ASSERT_FALSE(specs.empty());
+  size_t compiled = 0;
+  for (const auto& spec : specs) {
+    for (const auto& arch : spec.archs) {
+      SCOPED_TRACE(spec.describe() + " " + arch);
+      const CompiledCubin c = compile_kernel(spec, arch);
+      EXPECT_FALSE(c.cubin.empty());
+      EXPECT_EQ(c.spill_bytes, 0) << c.log;
+      if (spec.max_registers > 0) {
+        EXPECT_LE(c.registers, spec.max_registers) << c.log;
+      }
+      ++compiled;
+    }
+  }
+  std::cout << "compiled " << compiled << " kernel configurations\n";
+}
+
+}  // namespace
+}  // namespace b12x
