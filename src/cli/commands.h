@@ -8,5 +8,6 @@ namespace b12x::cli {
 void register_codec(CLI::App& app);      // codec.cpp: b12x codec {info, decode, encode, random}
 void register_reference(CLI::App& app);  // reference.cpp: b12x reference {linear, embedding}
 void register_runtime(CLI::App& app);    // runtime.cpp: b12x prewarm, b12x cache
+void register_bench(CLI::App& app);      // bench.cpp: b12x bench
 
 }  // namespace b12x::cli

@@ -115,7 +115,7 @@ std::vector<std::string> cuda_include_dirs() {
   if (list.empty()) list = B12X_CUDA_INCLUDE_DIR;
   std::vector<std::string> dirs;
   std::istringstream in(list);
-  for (std::string d; std::getline(in, d, ';');)
+  for (std::string d; std::getline(in, d, ':');)
     if (!d.empty()) dirs.push_back(d);
   return dirs;
 }

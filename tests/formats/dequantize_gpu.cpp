@@ -19,6 +19,7 @@
 #include "b12x/runtime/cache.h"
 #include "b12x/runtime/device.h"
 #include "b12x/runtime/jit.h"
+#include "b12x/runtime/registry.h"
 #include "runtime/cuda_api.h"
 
 namespace b12x {
@@ -399,21 +400,24 @@ TEST_F(DequantGpu, BindRejectsHostTensors) {
   EXPECT_NO_THROW(dequant::bind(plan, Scratch{}, w.view, out_view));
 }
 
-TEST_F(DequantGpu, GraphCaptureReplaysWithoutCompiling) {
+TEST_F(DequantGpu, GraphCaptureAfterPrewarmReplaysChangedInputsWithoutCompiling) {
   std::mt19937_64 rng(fresh_seed());
   cudaStream_t stream;
   B12X_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (Format f : {Format::nvfp4, Format::iq2_xs}) {
     const PackedWeight p = random_weight(f, 1000, 2048, rng);
+    PackedWeight p2 = random_weight(f, 1000, 2048, rng);
+    p2.scale2 = p.scale2;  // tensor scales are launch arguments: captured by value in the graph
     DeviceWeight w(p);
     const size_t out_bytes = 1000 * 2048 * 2;
     DeviceBuffer out(out_bytes);
-    // Plan and bind outside capture; run only launches.
+    // Warm up through prewarm (what a server does), then plan and bind outside capture.
+    prewarm({{"dequantize", std::string(format_info(f).name), 1000, 2048, {1, 8}, "bf16"}});
+    const uint64_t misses = compile_cache_info().misses;
     const dequant::Plan plan = dequant::plan({f, 1000, 2048, DType::bf16}, stream);
     const dequant::Binding b =
         dequant::bind(plan, Scratch{}, w.view, TensorView(out.get(), DType::bf16, {1000, 2048}, this_device()));
-    EXPECT_EQ(dequant::plan({f, 1000, 2048, DType::bf16}, stream).kernel, plan.kernel);  // resolved once
-    const uint64_t misses = compile_cache_info().misses;
+    EXPECT_EQ(compile_cache_info().misses, misses) << "plan after prewarm must not compile";
 
     cudaGraph_t graph;
     B12X_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -422,11 +426,16 @@ TEST_F(DequantGpu, GraphCaptureReplaysWithoutCompiling) {
     cudaGraphExec_t exec;
     B12X_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     for (int replay = 0; replay < 2; ++replay) {
+      const PackedWeight& current = replay == 0 ? p : p2;
+      if (replay == 1) {  // new weight bytes in the same buffers: the replay must follow them
+        w.data.upload(p2.data.view().data, p2.data.nbytes());
+        if (!p2.scale.view().empty()) w.scale.upload(p2.scale.view().data, p2.scale.nbytes());
+      }
       B12X_CUDA_CHECK(cudaMemsetAsync(out.get(), 0xFF, out_bytes, stream));
       B12X_CUDA_CHECK(cudaGraphLaunch(exec, stream));
       B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
-      expect_matches_host(p, DType::bf16, out.download(out_bytes), false,
-                          shape_label(p) + " graph replay " + std::to_string(replay));
+      expect_matches_host(current, DType::bf16, out.download(out_bytes), false,
+                          shape_label(current) + " graph replay " + std::to_string(replay));
     }
     EXPECT_EQ(compile_cache_info().misses, misses);
     B12X_CUDA_CHECK(cudaGraphExecDestroy(exec));

@@ -1,0 +1,191 @@
+#include "bench/harness.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "b12x/core/error.h"
+#include "b12x/runtime/device.h"
+#include "runtime/cuda_api.h"
+
+namespace b12x::bench {
+
+// ---------------------------------------------------------------------------------------------
+// DeviceBuffer, Stream
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes_ == 0) return;
+  const cudaError_t e = cudaMalloc(&p_, bytes_);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // allocation failures are not sticky; clear so later calls are not blamed
+    throw CudaError(b12x::detail::concat("cudaMalloc of ", bytes_, " bytes failed: ", cudaGetErrorName(e), " (",
+                                   cudaGetErrorString(e), ")"));
+  }
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (p_) cudaFree(p_);  // nothing useful to do with an error in a destructor
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(p_, o.p_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+
+void DeviceBuffer::upload(const void* src, size_t n, size_t offset) {
+  if (offset + n > bytes_)
+    throw Error(b12x::detail::concat("upload of ", n, " bytes at ", offset, " overruns a ", bytes_, "-byte buffer"));
+  B12X_CUDA_CHECK(cudaMemcpy(static_cast<char*>(p_) + offset, src, n, cudaMemcpyHostToDevice));
+  // A pageable upload may return before its DMA lands, and the bench stream is non-blocking (not
+  // ordered after the legacy stream): wait, so the next launch on any stream sees the data.
+  B12X_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void DeviceBuffer::download(void* dst, size_t n, size_t offset) const {
+  if (offset + n > bytes_)
+    throw Error(b12x::detail::concat("download of ", n, " bytes at ", offset, " overruns a ", bytes_, "-byte buffer"));
+  B12X_CUDA_CHECK(cudaMemcpy(dst, static_cast<const char*>(p_) + offset, n, cudaMemcpyDeviceToHost));
+}
+
+void DeviceBuffer::fill(int byte) {
+  if (bytes_ == 0) return;
+  B12X_CUDA_CHECK(cudaMemset(p_, byte, bytes_));
+  B12X_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void replicate_prefix(void* dst, size_t pattern, size_t total) {
+  if (pattern == 0 || total % pattern != 0)
+    throw Error(b12x::detail::concat("replicate_prefix: total ", total, " is not a multiple of the pattern ", pattern));
+  char* base = static_cast<char*>(dst);
+  for (size_t filled = pattern; filled < total;) {
+    const size_t n = std::min(filled, total - filled);
+    B12X_CUDA_CHECK(cudaMemcpy(base + filled, base, n, cudaMemcpyDeviceToDevice));
+    filled += n;
+  }
+  B12X_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+Stream::Stream() { B12X_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+Stream::~Stream() {
+  if (s_) cudaStreamDestroy(s_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timer
+
+namespace {
+
+class Events {
+ public:
+  explicit Events(size_t n) : e_(n, nullptr) {
+    for (auto& e : e_) B12X_CUDA_CHECK(cudaEventCreate(&e));
+  }
+  ~Events() {
+    for (auto e : e_)
+      if (e) cudaEventDestroy(e);
+  }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  cudaEvent_t operator[](size_t i) const { return e_[i]; }
+
+ private:
+  std::vector<cudaEvent_t> e_;
+};
+
+// A call captured once into an instantiated graph.
+class CapturedGraph {
+ public:
+  CapturedGraph(const Call& call, cudaStream_t stream) {
+    B12X_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      call(stream);
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(stream, &broken);  // leave the stream usable; the original error matters
+      if (broken) cudaGraphDestroy(broken);
+      cudaGetLastError();
+      throw;
+    }
+    B12X_CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
+    B12X_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+    B12X_CUDA_CHECK(cudaGraphUpload(exec_, stream));
+  }
+  ~CapturedGraph() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  void launch(cudaStream_t stream) const { B12X_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+size_t flush_size() {
+  const size_t l2 = device_info().l2_bytes;
+  return l2 > 0 ? 2 * l2 : size_t{256} << 20;  // 2x L2; 256 MiB if the runtime reports none
+}
+
+}  // namespace
+
+Timer::Timer(cudaStream_t stream, TimerOptions options) : stream_(stream), o_(options), flush_(flush_size()) {
+  if (o_.iters < 1) fail_arg("--iters", "must be at least 1, got ", o_.iters);
+  if (o_.warmup < 0) fail_arg("--warmup", "must be 0 or more, got ", o_.warmup);
+}
+
+TimeStats Timer::time(const Call& call) {
+  // Warm-up. In graph mode one direct call always comes first, so lazy module loading and library
+  // initialisation never happen during capture.
+  const int direct = o_.graph ? 1 : o_.warmup;
+  for (int i = 0; i < direct; ++i) call(stream_);
+  B12X_CUDA_CHECK(cudaGetLastError());
+  B12X_CUDA_CHECK(cudaStreamSynchronize(stream_));
+
+  std::unique_ptr<CapturedGraph> graph;
+  if (o_.graph) {
+    graph = std::make_unique<CapturedGraph>(call, stream_);
+    for (int i = 0; i < o_.warmup; ++i) graph->launch(stream_);
+    B12X_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  const size_t n = static_cast<size_t>(o_.iters);
+  Events start(n), stop(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Evict the previous call's data from L2 (a write of 2x L2), ordered before the start event.
+    B12X_CUDA_CHECK(cudaMemsetAsync(flush_.get(), (i & 1) ? 0xA5 : 0x5A, flush_.bytes(), stream_));
+    B12X_CUDA_CHECK(cudaEventRecord(start[i], stream_));
+    if (graph) graph->launch(stream_);
+    else call(stream_);
+    B12X_CUDA_CHECK(cudaEventRecord(stop[i], stream_));
+  }
+  B12X_CUDA_CHECK(cudaGetLastError());
+  B12X_CUDA_CHECK(cudaEventSynchronize(stop[n - 1]));  // one synchronize for all repetitions
+  B12X_CUDA_CHECK(cudaStreamSynchronize(stream_));     // surfaces asynchronous kernel faults
+
+  std::vector<double> samples(n);
+  for (size_t i = 0; i < n; ++i) {
+    float ms = 0;
+    B12X_CUDA_CHECK(cudaEventElapsedTime(&ms, start[i], stop[i]));
+    samples[i] = static_cast<double>(ms) * 1000.0;
+  }
+  return summarize(std::move(samples));
+}
+
+std::string Timer::method() const {
+  const std::string flush = std::to_string(flush_.bytes() >> 20);
+  return b12x::detail::concat(
+      o_.graph ? "CUDA-graph replay (the call captured once, each repetition one graph launch)"
+               : "direct launches",
+      "; CUDA events around each single call, median (and min, p10, p90) of ", o_.iters, " repetitions after ",
+      o_.warmup, " warm-up calls; L2 flushed before every timed call (", flush,
+      " MiB memset, 2x L2, outside the events); all events read after one final synchronize");
+}
+
+}  // namespace b12x::bench

@@ -1,0 +1,86 @@
+// Measuring one callable on a CUDA stream: warm-up, then R repetitions each timed by its own pair of
+// CUDA events around ONE call, with the L2 flushed before each timed call (outside the events), all
+// events read after a single synchronize at the end. Optionally the call is captured once into a CUDA
+// graph and the graph launches are timed instead. Plus the small RAII helpers the bench cases share.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "bench/stats.h"
+
+namespace b12x::bench {
+
+// cudaMalloc'd device memory, freed on destruction. Every CUDA call is checked (CudaError).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+
+  void* get() const { return p_; }
+  size_t bytes() const { return bytes_; }
+  // Both synchronous. download does not wait for the bench stream (it is non-blocking): synchronize
+  // that stream first.
+  void upload(const void* src, size_t n, size_t offset = 0);
+  void download(void* dst, size_t n, size_t offset = 0) const;
+  void fill(int byte);                                                // synchronous memset of all bytes
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Fills [0, total) of a device buffer by repeating its first `pattern` bytes (already written), with
+// doubling device-to-device copies. total must be a multiple of pattern. Synchronous.
+void replicate_prefix(void* dst, size_t pattern, size_t total);
+
+// A non-blocking stream (graph capture needs one that is not the legacy default stream).
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+struct TimerOptions {
+  int warmup = 10;     // untimed calls first (module loads, library heuristics, clocks ramping up)
+  int iters = 50;      // timed repetitions
+  bool graph = false;  // time CUDA-graph launches of the captured call instead of direct calls
+};
+
+using Call = std::function<void(cudaStream_t)>;
+
+class Timer {
+ public:
+  // Allocates the L2 flush buffer: 2x the device's L2.
+  Timer(cudaStream_t stream, TimerOptions options);
+
+  // Times `call`; it must only enqueue work on the stream it is given (no synchronize), so it can
+  // be captured. Throws CudaError on any failed CUDA call, including an error the call left behind.
+  TimeStats time(const Call& call);
+
+  const TimerOptions& options() const { return o_; }
+  cudaStream_t stream() const { return stream_; }
+  size_t flush_bytes() const { return flush_.bytes(); }
+  std::string mode() const { return o_.graph ? "graph" : "events"; }
+  std::string method() const;  // one sentence for the report header
+
+ private:
+  cudaStream_t stream_;
+  TimerOptions o_;
+  DeviceBuffer flush_;
+};
+
+}  // namespace b12x::bench
