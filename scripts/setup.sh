@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev)
+apt_packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev libssl-dev)
 missing=()
 for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
