@@ -259,7 +259,7 @@ void bench_copy(Context& ctx, size_t bytes, Result& r) {
                                         wrong, " windows differ; seed ", seed);
   if (r.check != Check::pass) return;
 
-  r.time = ctx.timer().time([&](cudaStream_t s) {
+  r.time = ctx.direct_timer().time([&](cudaStream_t s) {
     B12X_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, s));
   });
 }

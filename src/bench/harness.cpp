@@ -181,7 +181,8 @@ TimeStats Timer::time(const Call& call) {
 std::string Timer::method() const {
   const std::string flush = std::to_string(flush_.bytes() >> 20);
   return b12x::detail::concat(
-      o_.graph ? "CUDA-graph replay (the call captured once, each repetition one graph launch)"
+      o_.graph ? "CUDA-graph replay (the call captured once, each repetition one graph launch; the copy "
+                 "ceiling is still timed with direct launches)"
                : "direct launches",
       "; CUDA events around each single call, median (and min, p10, p90) of ", o_.iters, " repetitions after ",
       o_.warmup, " warm-up calls; L2 flushed before every timed call (", flush,

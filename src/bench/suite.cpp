@@ -8,7 +8,9 @@
 
 namespace b12x::bench {
 
-Context::Context(TimerOptions timer_options) : timer_(stream_.get(), timer_options) {}
+Context::Context(TimerOptions timer_options)
+    : timer_(stream_.get(), timer_options),
+      direct_timer_(stream_.get(), TimerOptions{timer_options.warmup, timer_options.iters, false}) {}
 Context::~Context() = default;
 
 Blas& Context::blas() {
