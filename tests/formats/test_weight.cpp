@@ -11,21 +11,12 @@
 #include <vector>
 
 #include "b12x/b12x.h"
+#include "support/errors.h"
 
 using namespace b12x;
+using b12x::test::expect_bad_argument;
 
 namespace {
-
-void expect_bad_argument(const std::function<void()>& f, const std::string& arg,
-                         const std::vector<std::string>& mentions = {}) {
-  try {
-    f();
-    ADD_FAILURE() << "expected BadArgument naming '" << arg << "'";
-  } catch (const BadArgument& e) {
-    EXPECT_EQ(e.argument(), arg) << e.what();
-    for (const auto& m : mentions) EXPECT_NE(std::string(e.what()).find(m), std::string::npos) << e.what();
-  }
-}
 
 constexpr Format kQuantizable[] = {Format::bf16,  Format::f16,   Format::fp8_tensor, Format::fp8_channel,
                                    Format::fp8_block, Format::mxfp8, Format::nvfp4, Format::mxfp4,
