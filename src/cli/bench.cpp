@@ -323,7 +323,7 @@ void register_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "bench", "check and time b12x kernels against the copy bandwidth, cuBLAS and cuBLASLt measured in the same run");
   cmd->add_option("--suite", o->suites,
-                  "suite to run, repeatable or comma-separated: quick (default: baseline + dequantize), all, or a "
+                  "suite to run, repeatable or comma-separated: quick (default: the suites marked quick in --list), all, or a "
                   "name from --list")
       ->delimiter(',');
   cmd->add_option("--filter", o->filter, "regular expression searched in each case id suite/case/shape (see --list)");

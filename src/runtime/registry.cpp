@@ -5,8 +5,10 @@
 #include <set>
 
 #include "b12x/core/error.h"
+#include "b12x/embedding/lookup.h"
 #include "b12x/formats/dequantize.h"
 #include "b12x/formats/format.h"
+#include "b12x/linear/linear.h"
 #include "b12x/runtime/cache.h"
 #include "runtime/selftest.h"
 
@@ -28,10 +30,12 @@ KernelSpec selftest_spec(int threads) {
 std::vector<KernelSpec> registered_kernel_specs() {
   std::vector<KernelSpec> all = {detail::selftest_spec(256)};
   for (auto& s : dequant::all_kernel_specs()) all.push_back(std::move(s));
+  for (auto& s : embedding::all_kernel_specs()) all.push_back(std::move(s));
+  for (auto& s : linear::all_kernel_specs()) all.push_back(std::move(s));
   return all;
 }
 
-std::vector<std::string> prewarm_ops() { return {"dequantize"}; }
+std::vector<std::string> prewarm_ops() { return {"dequantize", "embedding", "linear"}; }
 
 std::vector<KernelSpec> prewarm_specs(const PrewarmItem& item) {
   const Format format = parse_format(item.format, "format");
@@ -39,6 +43,26 @@ std::vector<KernelSpec> prewarm_specs(const PrewarmItem& item) {
   if (item.op == "dequantize") {
     dequant::Caps caps{format, item.n, item.k, parse_dtype(item.out_dtype, "out_dtype")};
     return {dequant::kernel_spec(caps)};
+  }
+  if (item.op == "linear") {  // bf16 activations (PrewarmItem has no activation dtype yet)
+    std::vector<KernelSpec> specs;
+    for (int64_t t : item.tokens.empty() ? std::vector<int64_t>{linear::kMaxDecodeTokens} : item.tokens) {
+      linear::Caps caps;
+      caps.format = format;
+      caps.n = item.n;
+      caps.k = item.k;
+      caps.max_tokens = t;
+      caps.act_dtype = DType::bf16;
+      caps.out_dtype = parse_dtype(item.out_dtype, "out_dtype");
+      for (auto& s : linear::kernel_specs(caps)) specs.push_back(std::move(s));  // what plan(caps) resolves
+    }
+    return specs;  // prewarm() deduplicates: token counts in one bucket share a kernel
+  }
+  if (item.op == "embedding") {  // n = vocab, k = row length; the ids dtype is not known: warm both
+    B12X_CHECK_ARG(format == Format::q8_0, "format", "embedding supports q8_0 only, got '", item.format, "'");
+    const DType out = parse_dtype(item.out_dtype, "out_dtype");
+    return {embedding::kernel_spec({item.n, item.k, 1, DType::i32, out}),
+            embedding::kernel_spec({item.n, item.k, 1, DType::i64, out})};
   }
   std::string ops;
   for (const auto& o : prewarm_ops()) ops += (ops.empty() ? "" : ", ") + o;

@@ -35,7 +35,10 @@ def test_list_shows_every_suite_and_case_id():
                 "iq2_xxs", "iq2_xs"]:
         for shape in ["28672x8192", "4096x14336"]:
             assert f"  dequantize/{fmt}/{shape}\n" in out, out
-    assert re.search(r"^27 cases\.", out, re.M), out
+    assert "  embedding/q8_0/8192x8192\n" in out, out
+    listed = re.findall(r"^  (\S+)$", out, re.M)
+    count = re.search(r"^(\d+) cases\.", out, re.M)
+    assert count and int(count.group(1)) == len(listed) == len(set(listed)), out
 
 
 def test_list_applies_suite_filter_and_shapes():

@@ -1,0 +1,105 @@
+// GPU op: the linear layer y[M, N] = x[M, K] . W[N, K]^T (+ bias[N]) with 16-bit activations ("a16":
+// x is BF16 or FP16 as given), a weight of any b12x format in its checkpoint layout (see
+// formats/weight.h), FP32 accumulation and a BF16 / FP16 / FP32 output. The CPU spec is
+// reference_linear(act = a16) (linear/reference.h).
+//
+// Today the op has its decode path: M = 1..16 tokens, served by a weight-streaming GEMV kernel
+// (src/linear/kernels/gemv.cuh) that decodes every weight element exactly once, in registers.
+// A plan covers every token count up to caps.max_tokens: it resolves one kernel per token bucket
+// (1, 2, 4, 8, 16) up to the bucket of max_tokens, and bind picks the path for the live M of x. So
+// one plan made for max_tokens = 16 serves M = 1 with the M = 1 kernel. max_tokens > 16 (prefill)
+// throws Unsupported until that path exists (issue 5).
+//
+// Lifecycle (the same for every b12x op):
+//   Plan p = linear::plan(caps);                        // host: validates, resolves (may compile)
+//   Binding b = linear::bind(p, scratch, x, w, bias, y); // views only: no allocation, no CUDA call
+//   linear::run(b, stream);                              // launches only: CUDA-graph safe
+//
+// CUDA graphs: x, the weight, the bias and y are read through their pointers at replay time, so
+// new contents of the same buffers are picked up. The weight's FP32 tensor scale (fp8 weight_scale,
+// nvfp4 weight_scale_2) is a launch argument: a captured graph keeps the value bound at capture
+// time. Re-bind and re-capture after changing it (a weight reload with new scales).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "b12x/core/tensor.h"
+#include "b12x/formats/weight.h"
+#include "b12x/runtime/jit.h"
+#include "b12x/runtime/scratch.h"
+
+namespace b12x::linear {
+
+// Largest token count of the decode path; larger max_tokens need the prefill path (not there yet).
+inline constexpr int64_t kMaxDecodeTokens = 16;
+// The token buckets: each has its own kernel configuration; M is served by the smallest bucket >= M.
+inline constexpr int64_t kTokenBuckets[] = {1, 2, 4, 8, 16};
+
+struct Caps {
+  Format format = Format::bf16;
+  int64_t n = 0, k = 0;            // weight [N, K]: N = out_features, K = in_features
+  int64_t max_tokens = 1;          // largest M that bind will be given (1..16 today)
+  DType act_dtype = DType::bf16;   // x: bf16 or f16
+  DType out_dtype = DType::bf16;   // y: bf16, f16 or f32
+  bool has_bias = false;           // with a bias[N] of bias_dtype (bf16, f16 or f32)
+  DType bias_dtype = DType::bf16;
+};
+
+// One launchable path of a plan. Paths are ordered by max_tokens; a path serves the token counts
+// above the previous path's max_tokens up to its own.
+struct PlanPath {
+  int64_t max_tokens = 0;
+  std::string name;                // e.g. "decode.gemv{m_bucket=4, rows_per_warp=2, ksplit=1}"
+  KernelSpec spec;                 // the kernel configuration (what prewarm must compile)
+  const Kernel* kernel = nullptr;  // resolved by plan()
+  dim3 grid, block;
+  size_t smem_bytes = 0;           // dynamic shared memory
+  int rows_per_warp = 0;           // kernel arguments fixed by the plan
+  int ksplit = 1;
+};
+
+struct Plan {
+  Caps caps;
+  std::vector<PlanPath> paths;
+  ScratchLayout scratch;  // empty: the decode path needs no scratch
+  size_t scratch_bytes() const { return scratch.bytes(); }
+  // The path serving m live tokens (1 <= m <= caps.max_tokens), else BadArgument naming 'x'.
+  const PlanPath& path_for(int64_t m) const;
+};
+
+struct Binding {
+  const Plan* plan = nullptr;
+  size_t path = 0;   // index into plan->paths
+  int64_t m = 0;     // live tokens (rows of x)
+  TensorView x;      // device [M, K] of caps.act_dtype
+  WeightView w;      // device
+  TensorView bias;   // device [N] of caps.bias_dtype, or empty
+  TensorView y;      // device [M, N] of caps.out_dtype
+};
+
+// Checks caps without CUDA (BadArgument naming the field; Unsupported for max_tokens > 16).
+void validate_caps(const Caps& caps);
+// The path plan() takes for the bucket of `tokens` on a GPU with sm_count SMs, without resolving its
+// kernel (kernel == nullptr). Needs no GPU.
+PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count);
+
+// The kernel configuration that serves M = caps.max_tokens.
+KernelSpec kernel_spec(const Caps& caps);
+// Every kernel configuration plan(caps) resolves (one per token bucket up to max_tokens's), so
+// prewarm of caps covers every M the plan serves. Token counts in one bucket give the same spec.
+std::vector<KernelSpec> kernel_specs(const Caps& caps);
+// Every configuration of the op: formats x token buckets x activation dtypes x output dtypes (the
+// bias is a launch argument, and so is its dtype: it needs no configuration of its own).
+std::vector<KernelSpec> all_kernel_specs();
+
+Plan plan(const Caps& caps, cudaStream_t stream = nullptr);
+// bias: an empty TensorView when the plan has no bias.
+Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, const WeightView& w,
+             const TensorView& bias, const TensorView& y);
+void run(const Binding& binding, cudaStream_t stream);
+
+}  // namespace b12x::linear

@@ -1,0 +1,195 @@
+// `b12x bench --suite linear`: the decode path of the linear op, y[M, N] = x[M, K] . W[N, K]^T with
+// BF16 activations and output, every weight format in its checkpoint layout, through
+// linear::plan/bind/run. Each case is checked first (every output written and finite; 64 sampled rows
+// for all M tokens against float64 host dot products with the exactly decoded weight: relative L2
+// error <= 1e-2), then timed. Bytes = packed weight + scales + x + y, so % of copy bandwidth is the
+// column to read at small M; the baseline column is cuBLAS BF16 at the same (M, N, K) on BF16 weights
+// ("the weights dequantized, through cuBLAS"). Compiled into the CLI only (the library globs skip
+// bench_*.cpp).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "b12x/b12x.h"
+#include "b12x/linear/linear.h"
+#include "b12x/runtime/device.h"
+#include "bench/baselines.h"
+#include "bench/harness.h"
+#include "bench/suite.h"
+#include "runtime/cuda_api.h"
+
+namespace b12x::bench {
+namespace {
+
+// Decode shapes: Llama-70B-like up/gate projection [28672, 8192] at 1..16 tokens, and a
+// [4096, 14336] down projection (small N: split-K inside the CTA) at 1..8 tokens.
+const std::vector<Shape> kDefaultShapes = {{1, 28672, 8192},  {4, 28672, 8192},  {8, 28672, 8192},
+                                           {16, 28672, 8192}, {1, 4096, 14336},  {2, 4096, 14336},
+                                           {4, 4096, 14336},  {8, 4096, 14336}};
+constexpr int kSampledRows = 64;
+constexpr double kTolerance = 1e-2;
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) | rd();
+}
+
+// Host quantization of a whole weight would take longer than the quick suite may, so a tile of rows
+// is made on the host and repeated down N on the device (a multiple of 128 rows, so fp8_block's
+// 128-row scale blocks repeat with it).
+int64_t tile_rows(int64_t n) { return n % 256 == 0 ? 256 : n % 128 == 0 ? 128 : n; }
+
+// Random floats with a different magnitude per row (2^-8 .. 2^4), so scales vary.
+HostTensor random_floats(std::mt19937_64& rng, int64_t rows, int64_t k) {
+  HostTensor w(DType::f32, {rows, k});
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-8, 4);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float scale = std::ldexp(1.0f, exponent(rng));
+    for (int64_t c = 0; c < k; ++c) w.ptr<float>()[r * k + c] = normal(rng) * scale;
+  }
+  return w;
+}
+
+PackedWeight random_tile(Format f, int64_t rows, int64_t k, std::mt19937_64& rng) {
+  if (is_ggml_format(f)) {  // IQ2 has no quantizer; random valid blocks for every GGML codec
+    PackedWeight p = allocate_weight(f, rows, k);
+    ggml_random_blocks(f, p.data.view(), rng());
+    return p;
+  }
+  return quantize_weight(f, random_floats(rng, rows, k).view());
+}
+
+// One tensor of the tile, repeated `reps` times along its first dimension in device memory.
+TensorView upload_repeated(const TensorView& t, int64_t reps, DeviceBuffer& buf) {
+  buf = DeviceBuffer(t.nbytes() * static_cast<size_t>(reps));
+  buf.upload(t.data, t.nbytes());
+  replicate_prefix(buf.get(), t.nbytes(), buf.bytes());
+  std::vector<int64_t> shape = t.shape_vec();
+  shape[0] *= reps;
+  return TensorView(buf.get(), t.dtype, shape, Device::cuda(current_device()));
+}
+
+// cuBLAS BF16 at (M, N, K) on random BF16 data (a 256-row weight tile repeated on the device), timed
+// once per shape in a run: the same baseline serves every format.
+double cublas_baseline_us(Context& ctx, const Shape& s) {
+  static std::map<std::tuple<int64_t, int64_t, int64_t>, double> measured;
+  const auto key = std::make_tuple(s.m, s.n, s.k);
+  if (auto it = measured.find(key); it != measured.end()) return it->second;
+  const uint64_t seed = fresh_seed();
+  const int64_t rows = tile_rows(s.n);
+  const auto wt = random_bf16(static_cast<size_t>(rows * s.k), seed);
+  const auto xh = random_bf16(static_cast<size_t>(s.m * s.k), seed + 1);
+  DeviceBuffer w(static_cast<size_t>(s.n * s.k) * 2), x(xh.size() * 2), y(static_cast<size_t>(s.m * s.n) * 2);
+  w.upload(wt.data(), wt.size() * 2);
+  replicate_prefix(w.get(), wt.size() * 2, w.bytes());
+  x.upload(xh.data(), x.bytes());
+  Blas& blas = ctx.blas();
+  const TimeStats t =
+      ctx.timer().time([&](cudaStream_t st) { cublas_linear_bf16(blas, x.get(), w.get(), y.get(), s, st); });
+  return measured[key] = t.median_us;
+}
+
+void bench_linear(Context& ctx, Format f, const Shape& s, Result& r) {
+  const int64_t m = s.m, n = s.n, k = s.k;
+  linear::Caps caps;
+  caps.format = f;
+  caps.n = n;
+  caps.k = k;
+  caps.max_tokens = m;
+  caps.act_dtype = DType::bf16;
+  caps.out_dtype = DType::bf16;
+  const linear::Plan plan = linear::plan(caps, ctx.stream());  // compiles on first use
+  const linear::PlanPath& path = plan.path_for(m);
+  r.path = path.name + " " + path.kernel->describe();
+  r.flops = 2.0 * static_cast<double>(m * n * k);
+
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  const int64_t rows = tile_rows(n), reps = n / rows;
+  const PackedWeight tile = random_tile(f, rows, k, rng);
+  DeviceBuffer data, scale;
+  WeightView w = tile.view();
+  w.n = n;
+  w.data = upload_repeated(tile.data.view(), reps, data);
+  if (!tile.scale.view().empty()) w.scale = upload_repeated(tile.scale.view(), reps, scale);
+
+  // Activations: N(0, 1) rounded to BF16.
+  std::vector<uint16_t> xh(static_cast<size_t>(m * k));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& v : xh) v = f32_to_bf16(normal(rng));
+  const Device dev = Device::cuda(current_device());
+  DeviceBuffer x(xh.size() * 2), y(static_cast<size_t>(m * n) * 2);
+  x.upload(xh.data(), x.bytes());
+  y.fill(0xFF);  // NaN poison: an unwritten element cannot pass
+  r.bytes = static_cast<double>(data.bytes() + scale.bytes() + x.bytes() + y.bytes());
+
+  DeviceBuffer scratch(plan.scratch_bytes());  // none for the decode path; plans own the layout
+  const linear::Binding binding =
+      linear::bind(plan, Scratch{scratch.get(), scratch.bytes(), dev}, TensorView(x.get(), DType::bf16, {m, k}, dev), w,
+                   TensorView{}, TensorView(y.get(), DType::bf16, {m, n}, dev));
+  linear::run(binding, ctx.stream());
+  B12X_CUDA_CHECK(cudaGetLastError());
+  B12X_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+
+  // Check: all outputs finite; sampled rows (first, last, random) against float64 dot products with
+  // the exactly decoded tile row, tensor scale applied to the sum (as reference_linear does).
+  std::vector<uint16_t> yh(static_cast<size_t>(m * n));
+  y.download(yh.data(), y.bytes());
+  int64_t non_finite = 0;
+  for (uint16_t b : yh) non_finite += (b & 0x7F80u) == 0x7F80u;
+  HostTensor decoded(DType::f32, {rows, k});
+  dequantize_weight(tile.view(), decoded.view(), /*apply_tensor_scale=*/false);
+  const double alpha = f == Format::fp8_tensor || f == Format::nvfp4 ? static_cast<double>(tile.scale2) : 1.0;
+  std::vector<double> got, want;
+  std::uniform_int_distribution<int64_t> pick(0, n - 1);
+  for (int s_i = 0; s_i < kSampledRows; ++s_i) {
+    const int64_t j = s_i == 0 ? 0 : s_i == 1 ? n - 1 : pick(rng);
+    const float* wr = decoded.ptr<float>() + (j % rows) * k;
+    for (int64_t t = 0; t < m; ++t) {
+      double dot = 0;
+      for (int64_t c = 0; c < k; ++c) dot += static_cast<double>(bf16_to_f32(xh[t * k + c])) * wr[c];
+      want.push_back(dot * alpha);
+      got.push_back(bf16_to_f32(yh[t * n + j]));
+    }
+  }
+  const double err = relative_l2_error(got, want);
+  r.check = non_finite == 0 && err <= kTolerance ? Check::pass : Check::fail;
+  r.check_detail = detail::concat(kSampledRows, " sampled rows x ", m, " tokens vs float64 host dot products with the ",
+                                  "decoded weight: relative L2 error ", fmt(err, 6), " (limit ", kTolerance, "); ",
+                                  non_finite, " of ", m * n, " outputs unwritten or non-finite; seed ", seed);
+  if (r.check != Check::pass) return;
+
+  r.time = ctx.timer().time([&](cudaStream_t st) { linear::run(binding, st); });
+  r.baseline = "cuBLAS bf16";
+  r.baseline_us = cublas_baseline_us(ctx, s);
+}
+
+std::vector<Case> linear_cases(const std::vector<Shape>& shapes) {
+  std::vector<Case> cases;
+  for (const FormatInfo& info : all_formats())
+    for (const Shape& s : shapes.empty() ? kDefaultShapes : shapes) {
+      const Format f = info.format;
+      cases.push_back({"linear", std::string(info.name), s.str(), Ceiling::none,
+                       [f, s](Context& ctx, Result& r) { bench_linear(ctx, f, s, r); }});
+    }
+  return cases;
+}
+
+const SuiteRegistrar kLinear({.name = "linear",
+                              .description = "decode-path linear (M <= 16, BF16 x and y) for every weight format, "
+                                             "checked against the host; TB/s, % of copy bandwidth, cuBLAS BF16 "
+                                             "at the same shape as the baseline",
+                              .order = 15,
+                              .quick = true,
+                              .takes_shapes = true,
+                              .shape_use = "M (tokens, 1..16), N and K of the weight",
+                              .cases = linear_cases});
+
+}  // namespace
+}  // namespace b12x::bench

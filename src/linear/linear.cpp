@@ -1,0 +1,307 @@
+// GPU linear op (include/b12x/linear/linear.h): plan validates, picks a path per token bucket and
+// resolves its kernel (src/linear/kernels/gemv.cuh); bind checks the tensors and makes views without
+// touching CUDA; run only launches.
+#include "b12x/linear/linear.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "b12x/core/error.h"
+#include "b12x/formats/format.h"
+#include "b12x/runtime/device.h"
+
+namespace b12x::linear {
+
+namespace {
+
+constexpr int kRun = 32;            // K elements per decoded run (kernel contract)
+constexpr int kWarps = 8;           // device::kGemvWarps
+constexpr unsigned kThreads = 32 * kWarps;
+constexpr int kDefaultSmCount = 132;  // H200; only used when planning without a device (plan_path)
+
+// device::ActDType / device::OutDType / device::BiasCode of the kernel.
+int act_code(DType d) {
+  switch (d) {
+    case DType::bf16: return 0;
+    case DType::f16: return 1;
+    default: fail_arg("act_dtype", "must be bf16 or f16 (a16 activations), got ", dtype_name(d));
+  }
+}
+
+int out_code(DType d) {
+  switch (d) {
+    case DType::bf16: return 0;
+    case DType::f16: return 1;
+    case DType::f32: return 2;
+    default: fail_arg("out_dtype", "must be bf16, f16 or f32, got ", dtype_name(d));
+  }
+}
+
+int bias_code(DType d) {
+  switch (d) {
+    case DType::bf16: return 0;
+    case DType::f16: return 1;
+    case DType::f32: return 2;
+    default: fail_arg("bias_dtype", "must be bf16, f16 or f32, got ", dtype_name(d));
+  }
+}
+
+const FormatInfo& checked_format(Format f) {
+  for (const auto& info : all_formats())
+    if (info.format == f) return info;
+  fail_arg("format", "unknown format value ", static_cast<int>(f));
+}
+
+// Smallest token bucket >= tokens (1 <= tokens <= kMaxDecodeTokens).
+int64_t token_bucket(int64_t tokens) {
+  for (int64_t b : kTokenBuckets)
+    if (tokens <= b) return b;
+  return kMaxDecodeTokens;
+}
+
+// Output rows per warp group (kRows): each x element a lane loads is used for every row, so more rows
+// mean less activation traffic, but each row costs registers (its fetched run, its 8 or 32 decoded
+// values and its kM accumulators). Two rows fit without spills up to 8 tokens; 16 tokens take one.
+int rows_per_warp(Format format, int64_t bucket) { return bucket >= 16 ? 1 : 2; }
+
+// Registers per thread of the bucket's kernel: 65536 / (256 threads x device::gemv_min_blocks),
+// rounded down to ptxas's allocation granule of 8.
+int max_registers(int64_t bucket) { return bucket <= 4 ? 80 : 128; }
+
+// Name of the scale tensor in errors (the ModelOpt name, as validate_weight uses).
+const char* scale_name(Format f) { return f == Format::fp8_block ? "weight_scale_inv" : "weight_scale"; }
+
+bool has_scale_tensor(Format f) {
+  return f == Format::fp8_channel || f == Format::fp8_block || f == Format::mxfp8 || f == Format::nvfp4 ||
+         f == Format::mxfp4;
+}
+size_t data_alignment(Format f) { return is_ggml_format(f) ? 2 : 16; }  // u16 loads / 16-byte loads
+
+void check_cuda(const TensorView& t, const std::string& name) {
+  B12X_CHECK_ARG(t.device.kind == DeviceKind::cuda, name, "must be a CUDA device tensor, got ", t.describe());
+}
+
+void check_same_device(const TensorView& t, const std::string& name, const TensorView& weight) {
+  B12X_CHECK_ARG(t.device == weight.device, name, "must be on the weight's device, got ", t.describe(),
+                 " with weight ", weight.describe());
+}
+
+KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
+  const FormatInfo& info = checked_format(caps.format);
+  KernelSpec s;
+  s.kernel = "linear.gemv";
+  s.source = "linear/kernels/gemv.cuh";
+  s.name_expression = "b12x::linear_gemv_kernel<" + std::to_string(static_cast<int>(caps.format)) + ", " +
+                      std::to_string(bucket) + ", " + std::to_string(act_code(caps.act_dtype)) + ", " +
+                      std::to_string(out_code(caps.out_dtype)) + ", " + std::to_string(rows) + ">";
+  s.config = {{"format", std::string(info.name)},
+              {"m_bucket", std::to_string(bucket)},
+              {"act", std::string(dtype_name(caps.act_dtype))},
+              {"out", std::string(dtype_name(caps.out_dtype))},
+              {"rows_per_warp", std::to_string(rows)}};
+  s.archs = {"sm_90a", "sm_120a"};  // CUDA cores only (no wgmma): SM120 runs it too
+  s.max_registers = max_registers(bucket);
+  // The decoders are exact without help (mul_rn / add_rn); the accumulation uses explicit FMAs.
+  // No flush-to-zero: subnormal weights and scales are real values.
+  s.options = {"--ftz=false", "--fmad=true"};
+  return s;
+}
+
+// Warps per row group (split-K inside the CTA): the smallest split giving at least 4 CTAs per SM, as
+// long as every lane of every slice still gets a run.
+int choose_ksplit(int64_t n, int64_t k, int rows, int sm_count) {
+  const int64_t runs_per_row = k / kRun;
+  const int64_t target_ctas = 4 * static_cast<int64_t>(std::max(sm_count, 1));
+  int best = 1;
+  for (int s : {1, 2, 4, 8}) {
+    if (s > 1 && runs_per_row < 32 * s) break;
+    best = s;
+    const int64_t rows_per_cta = static_cast<int64_t>(kWarps / s) * rows;
+    if ((n + rows_per_cta - 1) / rows_per_cta >= target_ctas) break;
+  }
+  return best;
+}
+
+}  // namespace
+
+void validate_caps(const Caps& caps) {
+  const FormatInfo& info = checked_format(caps.format);
+  act_code(caps.act_dtype);
+  out_code(caps.out_dtype);
+  if (caps.has_bias) bias_code(caps.bias_dtype);
+  B12X_CHECK_ARG(caps.n > 0, "n", "N (out_features) must be positive, got ", caps.n);
+  B12X_CHECK_ARG(caps.k > 0, "k", "K (in_features) must be positive, got ", caps.k);
+  B12X_CHECK_ARG(caps.max_tokens > 0, "max_tokens", "must be positive, got ", caps.max_tokens);
+  if (caps.max_tokens > kMaxDecodeTokens)
+    fail_unsupported("linear: max_tokens = ", caps.max_tokens, " needs the prefill path (M > ", kMaxDecodeTokens,
+                     "), which is not implemented yet (issue 5); the decode path serves M <= ", kMaxDecodeTokens);
+  B12X_CHECK_ARG(caps.k % kRun == 0, "k", "K (in_features) must be a multiple of ", kRun,
+                 " for linear (a lane decodes 32 consecutive weights), got K = ", caps.k);
+  // The payload's group along K (fp8_block's 128-wide scale blocks may be partial at the edge).
+  const int group = caps.format == Format::fp8_block ? 1 : info.group;
+  if (group > 1)
+    B12X_CHECK_ARG(caps.k % group == 0, "k", "K (in_features) must be a multiple of ", group, " for ", info.name,
+                   ", got K = ", caps.k);
+  // The kernel addresses the 16 rows of x with 32-bit offsets: 16 x 2 K bytes < 2^31.
+  B12X_CHECK_ARG(caps.k <= (int64_t{1} << 26), "k", "K (in_features) must be at most 2^26 for the decode path, got ",
+                 caps.k);
+  // Grid size and N x K byte offsets.
+  B12X_CHECK_ARG(caps.n <= std::numeric_limits<int32_t>::max(), "n", "N (out_features) must be below 2^31, got ",
+                 caps.n);
+  B12X_CHECK_ARG(caps.n <= std::numeric_limits<int64_t>::max() / 4 / caps.k, "n", "N x K = ", caps.n, " x ", caps.k,
+                 " is too large");
+}
+
+const PlanPath& Plan::path_for(int64_t m) const {
+  B12X_CHECK_ARG(m >= 1 && m <= caps.max_tokens, "x", "has M = ", m, " rows; the plan serves 1 <= M <= ",
+                 caps.max_tokens, " (caps.max_tokens)");
+  for (const PlanPath& p : paths)
+    if (m <= p.max_tokens) return p;
+  fail_arg("plan", "has no path for M = ", m, "; make it with linear::plan()");
+}
+
+PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
+  validate_caps(caps);
+  B12X_CHECK_ARG(tokens >= 1 && tokens <= caps.max_tokens, "tokens", "must be in [1, max_tokens = ", caps.max_tokens,
+                 "], got ", tokens);
+  const int64_t bucket = token_bucket(tokens);
+  PlanPath p;
+  p.max_tokens = std::min(bucket, caps.max_tokens);
+  p.rows_per_warp = rows_per_warp(caps.format, bucket);
+  p.ksplit = choose_ksplit(caps.n, caps.k, p.rows_per_warp, sm_count > 0 ? sm_count : kDefaultSmCount);
+  p.spec = make_spec(caps, bucket, p.rows_per_warp);
+  const int64_t rows_per_cta = static_cast<int64_t>(kWarps / p.ksplit) * p.rows_per_warp;
+  p.grid = dim3(static_cast<unsigned>((caps.n + rows_per_cta - 1) / rows_per_cta));
+  p.block = dim3(kThreads);
+  p.smem_bytes = 0;  // static shared memory only
+  p.name = detail::concat("decode.gemv{m_bucket=", bucket, ", rows_per_warp=", p.rows_per_warp, ", ksplit=", p.ksplit,
+                          ", grid=", p.grid.x, "x", kThreads, "}");
+  return p;
+}
+
+KernelSpec kernel_spec(const Caps& caps) {
+  validate_caps(caps);
+  const int64_t bucket = token_bucket(caps.max_tokens);
+  return make_spec(caps, bucket, rows_per_warp(caps.format, bucket));
+}
+
+std::vector<KernelSpec> kernel_specs(const Caps& caps) {
+  validate_caps(caps);
+  std::vector<KernelSpec> specs;
+  for (int64_t b : kTokenBuckets) {
+    if (b > token_bucket(caps.max_tokens)) break;
+    specs.push_back(make_spec(caps, b, rows_per_warp(caps.format, b)));
+  }
+  return specs;
+}
+
+std::vector<KernelSpec> all_kernel_specs() {
+  std::vector<KernelSpec> specs;
+  for (const auto& info : all_formats())
+    for (int64_t b : kTokenBuckets)
+      for (DType act : {DType::bf16, DType::f16})
+        for (DType out : {DType::bf16, DType::f16, DType::f32}) {
+          Caps caps;
+          caps.format = info.format;
+          caps.act_dtype = act;
+          caps.out_dtype = out;
+          specs.push_back(make_spec(caps, b, rows_per_warp(info.format, b)));
+        }
+  return specs;
+}
+
+Plan plan(const Caps& caps, cudaStream_t stream) {
+  validate_caps(caps);  // before anything needs a GPU: argument errors never do
+  Plan p;
+  p.caps = caps;
+  const int sm_count = device_info().sm_count;
+  for (int64_t b : kTokenBuckets) {
+    if (b > token_bucket(caps.max_tokens)) break;
+    p.paths.push_back(plan_path(caps, b > caps.max_tokens ? caps.max_tokens : b, sm_count));
+  }
+  for (PlanPath& path : p.paths) path.kernel = &resolve_kernel(path.spec, stream);
+  return p;
+}
+
+Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, const WeightView& w,
+             const TensorView& bias, const TensorView& y) {
+  B12X_CHECK_ARG(!plan.paths.empty(), "plan", "has no kernel; make it with linear::plan()");
+  for (const PlanPath& p : plan.paths)
+    B12X_CHECK_ARG(p.kernel != nullptr, "plan", "has an unresolved path; make it with linear::plan()");
+  check_scratch(scratch, plan.scratch);
+  const Caps& caps = plan.caps;
+
+  // The weight: the planned format and shape, valid tensors, on a CUDA device, aligned for the loads.
+  B12X_CHECK_ARG(w.format == caps.format, "w", "format is ", format_info(w.format).name, " but the plan was made for ",
+                 format_info(caps.format).name);
+  B12X_CHECK_ARG(w.n == caps.n && w.k == caps.k, "w", "shape is [", w.n, ", ", w.k, "] but the plan was made for [",
+                 caps.n, ", ", caps.k, "]");
+  validate_weight(w);
+  check_cuda(w.data, "weight");
+  expect(w.data, "weight").aligned(data_alignment(w.format));
+  if (has_scale_tensor(w.format)) {
+    check_cuda(w.scale, scale_name(w.format));
+    check_same_device(w.scale, scale_name(w.format), w.data);
+    if (w.scale.dtype == DType::f32) expect(w.scale, scale_name(w.format)).aligned(4);
+  }
+
+  // x [M, K]: 1 <= M <= max_tokens, rows contiguous, 16-byte aligned (16-byte loads; K % 32 == 0
+  // keeps every row aligned too).
+  expect(x, "x").present().dtype(caps.act_dtype).ndim(2).shape({-1, caps.k}).contiguous();
+  check_cuda(x, "x");
+  check_same_device(x, "x", w.data);
+  expect(x, "x").aligned(16);
+  const int64_t m = x.size(0);
+  const PlanPath& path = plan.path_for(m);  // BadArgument 'x' when M is out of range
+
+  if (caps.has_bias) {
+    expect(bias, "bias").present().dtype(caps.bias_dtype).shape({caps.n}).contiguous();
+    B12X_CHECK_ARG(!bias.empty(), "bias", "is required: the plan was made with a bias");
+    check_cuda(bias, "bias");
+    check_same_device(bias, "bias", w.data);
+    expect(bias, "bias").aligned(dtype_size(caps.bias_dtype));
+  } else {
+    B12X_CHECK_ARG(bias.empty(), "bias", "was given, but the plan was made without a bias (caps.has_bias = false)");
+  }
+
+  expect(y, "y").present().dtype(caps.out_dtype).shape({m, caps.n}).contiguous();
+  B12X_CHECK_ARG(!y.empty(), "y", "is required but was not given");
+  check_cuda(y, "y");
+  check_same_device(y, "y", w.data);
+  expect(y, "y").aligned(dtype_size(caps.out_dtype));
+
+  Binding b;
+  b.plan = &plan;
+  b.path = static_cast<size_t>(&path - plan.paths.data());
+  b.m = m;
+  b.x = x;
+  b.w = w;
+  b.bias = bias;
+  b.y = y;
+  return b;
+}
+
+void run(const Binding& binding, cudaStream_t stream) {
+  B12X_CHECK_ARG(binding.plan != nullptr && binding.path < binding.plan->paths.size() &&
+                     binding.plan->paths[binding.path].kernel != nullptr,
+                 "binding", "has no plan; make it with linear::bind()");
+  const Plan& p = *binding.plan;
+  const PlanPath& path = p.paths[binding.path];
+  const unsigned char* x = static_cast<const unsigned char*>(binding.x.data);
+  const unsigned char* data = static_cast<const unsigned char*>(binding.w.data.data);
+  const unsigned char* scale = static_cast<const unsigned char*>(binding.w.scale.data);
+  float scale2 = binding.w.scale2;  // used by fp8 (weight_scale) and nvfp4 (weight_scale_2) only
+  const unsigned char* bias = static_cast<const unsigned char*>(binding.bias.data);
+  int bias_dtype = p.caps.has_bias ? bias_code(p.caps.bias_dtype) : -1;
+  unsigned char* y = static_cast<unsigned char*>(binding.y.data);
+  int m = static_cast<int>(binding.m);
+  long long n = p.caps.n, k = p.caps.k;
+  long long scale_cols = (p.caps.k + 127) / 128;  // fp8_block's scale columns
+  int ksplit = path.ksplit;
+  void* args[] = {&x, &data, &scale, &scale2, &bias, &bias_dtype, &y, &m, &n, &k, &scale_cols, &ksplit};
+  path.kernel->launch(path.grid, path.block, path.smem_bytes, stream, args);
+}
+
+}  // namespace b12x::linear

@@ -1,0 +1,667 @@
+// linear (decode path) without a GPU:
+//  * LinearCompile: every kernel configuration compiles with NVRTC for every declared arch, without
+//    spills and within its register budget; the spec lists and token buckets are consistent; plan and
+//    bind reject bad arguments, naming them, before anything touches CUDA.
+//  * LinearKernelHost: the kernel's portable parts (src/linear/kernels/gemv.cuh is plain C++ outside
+//    the __global__ function) run on the CPU: the piece decoders equal decode_weight_run bit for bit
+//    on every code, and the whole kernel's arithmetic (thread mapping, per-lane sums, butterfly and
+//    split-K order, epilogue) emulated on the CPU matches reference_linear on fresh random data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "b12x/b12x.h"
+#include "b12x/linear/linear.h"
+#include "b12x/runtime/jit.h"
+#include "linear/kernels/gemv.cuh"
+
+namespace b12x {
+namespace {
+
+namespace dev = b12x::device;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+void expect_bad_argument(const std::function<void()>& f, const std::string& arg) {
+  try {
+    f();
+    ADD_FAILURE() << "expected BadArgument naming '" << arg << "'";
+  } catch (const BadArgument& e) {
+    EXPECT_EQ(e.argument(), arg) << e.what();
+  }
+}
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) | rd();
+}
+
+uint32_t bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+
+template <class Fn>
+void with_format(Format f, Fn&& fn) {
+  switch (f) {
+    case Format::bf16: return fn(std::integral_constant<int, dev::kFmtBf16>{});
+    case Format::f16: return fn(std::integral_constant<int, dev::kFmtF16>{});
+    case Format::fp8_tensor: return fn(std::integral_constant<int, dev::kFmtFp8Tensor>{});
+    case Format::fp8_channel: return fn(std::integral_constant<int, dev::kFmtFp8Channel>{});
+    case Format::fp8_block: return fn(std::integral_constant<int, dev::kFmtFp8Block>{});
+    case Format::mxfp8: return fn(std::integral_constant<int, dev::kFmtMxfp8>{});
+    case Format::nvfp4: return fn(std::integral_constant<int, dev::kFmtNvfp4>{});
+    case Format::mxfp4: return fn(std::integral_constant<int, dev::kFmtMxfp4>{});
+    case Format::q8_0: return fn(std::integral_constant<int, dev::kFmtQ8_0>{});
+    case Format::iq2_xxs: return fn(std::integral_constant<int, dev::kFmtIq2xxs>{});
+    case Format::iq2_xs: return fn(std::integral_constant<int, dev::kFmtIq2xs>{});
+  }
+  FAIL() << "unknown format";
+}
+
+// Float weights: per-row magnitude 2^[-4, 2], zeros and -0 sprinkled in (outputs stay well inside
+// FP16 range for the shapes used here).
+HostTensor random_floats(std::mt19937_64& rng, int64_t n, int64_t k) {
+  HostTensor w(DType::f32, {n, k});
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-4, 2), pick(0, 63);
+  for (int64_t r = 0; r < n; ++r) {
+    const float row_scale = std::ldexp(1.0f, exponent(rng));
+    for (int64_t c = 0; c < k; ++c) {
+      const int p = pick(rng);
+      w.ptr<float>()[r * k + c] = p == 0 ? 0.0f : p == 1 ? -0.0f : normal(rng) * row_scale;
+    }
+  }
+  return w;
+}
+
+PackedWeight random_weight(Format f, int64_t n, int64_t k, std::mt19937_64& rng) {
+  if (is_ggml_format(f)) {
+    PackedWeight p = allocate_weight(f, n, k);
+    ggml_random_blocks(f, p.data.view(), rng());
+    return p;
+  }
+  PackedWeight p = quantize_weight(f, random_floats(rng, n, k).view());
+  if (f == Format::fp8_tensor || f == Format::nvfp4) p.scale2 *= 1.37f;  // a tensor scale that is not the quantizer's
+  return p;
+}
+
+HostTensor random_act(std::mt19937_64& rng, DType dtype, int64_t rows, int64_t cols) {
+  HostTensor t(dtype, {rows, cols});
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) store_f32(t.view().data, dtype, i, normal(rng));
+  return t;
+}
+
+// Relative L2 error and cosine similarity of got against ref (got must be finite).
+struct Agreement {
+  double rel_l2 = 0, cosine = 0;
+  int64_t non_finite = 0;
+};
+
+Agreement agreement(const std::vector<double>& got, const std::vector<double>& ref) {
+  Agreement a;
+  double diff = 0, nref = 0, ngot = 0, dot = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) {
+      ++a.non_finite;
+      continue;
+    }
+    diff += (got[i] - ref[i]) * (got[i] - ref[i]);
+    nref += ref[i] * ref[i];
+    ngot += got[i] * got[i];
+    dot += got[i] * ref[i];
+  }
+  a.rel_l2 = nref > 0 ? std::sqrt(diff / nref) : std::sqrt(diff);
+  a.cosine = nref > 0 && ngot > 0 ? dot / std::sqrt(nref * ngot) : (diff == 0 ? 1.0 : 0.0);
+  return a;
+}
+
+double tolerance(DType out) { return out == DType::f32 ? 1e-5 : 1e-2; }
+
+std::string spec_label(const KernelSpec& s) {
+  std::string label;
+  for (const auto& [k, v] : s.config) label += (label.empty() ? "" : "_") + v;
+  return label;
+}
+
+linear::Caps make_caps(Format f, int64_t n, int64_t k, int64_t max_tokens, DType act = DType::bf16,
+                       DType out = DType::bf16, bool bias = false, DType bias_dtype = DType::bf16) {
+  linear::Caps c;
+  c.format = f;
+  c.n = n;
+  c.k = k;
+  c.max_tokens = max_tokens;
+  c.act_dtype = act;
+  c.out_dtype = out;
+  c.has_bias = bias;
+  c.bias_dtype = bias_dtype;
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// LinearCompile: configurations
+
+TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
+  const auto specs = linear::all_kernel_specs();
+  EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3);
+  std::set<std::string> names;
+  for (const auto& s : specs) {
+    EXPECT_EQ(s.kernel, "linear.gemv");
+    EXPECT_EQ(s.source, "linear/kernels/gemv.cuh");
+    EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a", "sm_120a"}));
+    EXPECT_GT(s.max_registers, 0);
+    EXPECT_TRUE(names.insert(s.name_expression).second) << "duplicate " << s.name_expression;
+  }
+  // Every spec a plan can resolve is registered (CI compiles exactly these).
+  for (const auto& info : all_formats())
+    for (int64_t t = 1; t <= 16; ++t)
+      for (DType act : {DType::bf16, DType::f16})
+        for (DType out : {DType::bf16, DType::f16, DType::f32})
+          for (const auto& s : linear::kernel_specs(make_caps(info.format, 300, 256 * 3, t, act, out, t % 2 == 0)))
+            EXPECT_TRUE(names.count(s.name_expression)) << s.describe();
+}
+
+TEST(LinearCompile, TokenBucketsMapToOneSpecEach) {
+  // kernel_specs(max_tokens) = one spec per bucket up to max_tokens's; kernel_spec = the last one.
+  const std::vector<size_t> expected_count = {0, 1, 2, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5};
+  for (int64_t t = 1; t <= 16; ++t) {
+    const linear::Caps caps = make_caps(Format::nvfp4, 4096, 14336, t);
+    const auto specs = linear::kernel_specs(caps);
+    ASSERT_EQ(specs.size(), expected_count[t]) << "max_tokens " << t;
+    EXPECT_EQ(specs.back().name_expression, linear::kernel_spec(caps).name_expression);
+    const int64_t bucket = t <= 1 ? 1 : t <= 2 ? 2 : t <= 4 ? 4 : t <= 8 ? 8 : 16;
+    EXPECT_EQ(specs.back().describe(), "linear.gemv{format=nvfp4, m_bucket=" + std::to_string(bucket) +
+                                           ", act=bf16, out=bf16, rows_per_warp=" +
+                                           std::to_string(bucket == 16 ? 1 : 2) + "}");
+    // Token counts of one bucket give one spec; the bias and the shape give no new spec.
+    EXPECT_EQ(linear::kernel_spec(make_caps(Format::nvfp4, 300, 256, bucket, DType::bf16, DType::bf16, true,
+                                            DType::f32)).name_expression,
+              specs.back().name_expression);
+  }
+}
+
+TEST(LinearCompile, PlanPathsCoverTheirTokensAndSplitKOnlyForSmallN) {
+  // A plan for max_tokens = 5 serves 1, 2, 3-4 and 5 (bucket 8) with four paths.
+  const linear::Caps caps = make_caps(Format::q8_0, 4096, 14336, 5);
+  std::vector<int64_t> maxima;
+  for (int64_t t : {1, 2, 4, 5}) {
+    const linear::PlanPath p = linear::plan_path(caps, t, 132);
+    maxima.push_back(p.max_tokens);
+    EXPECT_EQ(p.kernel, nullptr);
+    EXPECT_EQ(p.block.x, 256u);
+    const int64_t rows_per_cta = (8 / p.ksplit) * p.rows_per_warp;
+    EXPECT_EQ(p.grid.x, static_cast<unsigned>((caps.n + rows_per_cta - 1) / rows_per_cta));
+    EXPECT_NE(p.name.find("decode.gemv{m_bucket="), std::string::npos) << p.name;
+  }
+  EXPECT_EQ(maxima, (std::vector<int64_t>{1, 2, 4, 5}));
+  // Large N: no split; small N: split K so that the grid fills the GPU; tiny K: no split (idle lanes).
+  EXPECT_EQ(linear::plan_path(make_caps(Format::nvfp4, 28672, 8192, 1), 1, 132).ksplit, 1);
+  EXPECT_GT(linear::plan_path(make_caps(Format::nvfp4, 4096, 14336, 1), 1, 132).ksplit, 1);
+  EXPECT_EQ(linear::plan_path(make_caps(Format::nvfp4, 64, 32, 1), 1, 132).ksplit, 1);
+  EXPECT_EQ(linear::plan_path(make_caps(Format::nvfp4, 64, 1 << 16, 1), 1, 132).ksplit, 8);
+}
+
+class LinearCompileConfig : public testing::TestWithParam<size_t> {};
+
+TEST_P(LinearCompileConfig, CompilesForEveryArchWithoutSpills) {
+  const KernelSpec spec = linear::all_kernel_specs().at(GetParam());
+  for (const auto& arch : spec.archs) {
+    const CompiledCubin c = compile_kernel(spec, arch);
+    EXPECT_GT(c.cubin.size(), 0u) << arch;
+    EXPECT_NE(c.lowered_name.find("linear_gemv_kernel"), std::string::npos) << c.lowered_name;
+    EXPECT_EQ(c.spill_bytes, 0) << spec.describe() << " " << arch << "\n" << c.log;
+    EXPECT_GT(c.registers, 0) << c.log;
+    EXPECT_LE(c.registers, spec.max_registers) << spec.describe() << " " << arch << "\n" << c.log;
+    std::printf("[linear] %-80s %-8s %3d registers, %.3f s\n", spec.describe().c_str(), arch.c_str(), c.registers,
+                c.seconds);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(LinearCompile, LinearCompileConfig, testing::Range<size_t>(0, linear::all_kernel_specs().size()),
+                         [](const testing::TestParamInfo<size_t>& info) {
+                           return spec_label(linear::all_kernel_specs().at(info.param));
+                         });
+
+// ---------------------------------------------------------------------------------------------
+// LinearCompile: argument errors without a GPU
+
+TEST(LinearCompile, PlanRejectsBadCapsWithoutAGpu) {
+  using linear::Caps;
+  auto plan_of = [](Caps c) { return [c] { linear::plan(c); }; };
+  expect_bad_argument(plan_of(make_caps(Format::bf16, 4, 48, 1)), "k");       // not a multiple of 32
+  expect_bad_argument(plan_of(make_caps(Format::nvfp4, 4, 16, 1)), "k");      // group 16, run 32
+  expect_bad_argument(plan_of(make_caps(Format::fp8_block, 4, 100, 1)), "k");
+  expect_bad_argument(plan_of(make_caps(Format::iq2_xs, 4, 288, 1)), "k");    // not 256-aligned
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, 4, 0, 1)), "k");
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, 4, -32, 1)), "k");
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, 0, 32, 1)), "n");
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, -3, 32, 1)), "n");
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, int64_t{1} << 32, 32, 1)), "n");
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, 4, (int64_t{1} << 26) + 32, 1)), "k");
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, 4, 32, 0)), "max_tokens");
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, 4, 32, -1)), "max_tokens");
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, 4, 32, 1, DType::f32)), "act_dtype");
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, 4, 32, 1, DType::f8_e4m3)), "act_dtype");
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, 4, 32, 1, DType::bf16, DType::f64)), "out_dtype");
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, 4, 32, 1, DType::bf16, DType::u8)), "out_dtype");
+  expect_bad_argument(plan_of(make_caps(Format::q8_0, 4, 32, 1, DType::bf16, DType::bf16, true, DType::i8)),
+                      "bias_dtype");
+  expect_bad_argument([] { linear::kernel_spec(make_caps(Format::mxfp4, 4, 64, 1, DType::bf16, DType::u8)); },
+                      "out_dtype");
+  expect_bad_argument([] { linear::kernel_specs(make_caps(Format::mxfp4, 4, 48, 1)); }, "k");
+  // The prefill path does not exist yet: a clear Unsupported, not a BadArgument.
+  for (int64_t t : {17, 64, 8192}) {
+    try {
+      linear::plan(make_caps(Format::nvfp4, 4096, 4096, t));
+      ADD_FAILURE() << "max_tokens " << t << " must throw Unsupported";
+    } catch (const Unsupported& e) {
+      EXPECT_NE(std::string(e.what()).find("prefill"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("issue 5"), std::string::npos) << e.what();
+    }
+  }
+  // Valid caps pass validation (then resolving needs a GPU, which may or may not be here).
+  for (const Caps& ok : {make_caps(Format::fp8_block, 300, 160, 3), make_caps(Format::nvfp4, 1, 32, 16, DType::f16),
+                         make_caps(Format::iq2_xxs, 3, 768, 1, DType::bf16, DType::f32, true, DType::f16)}) {
+    try {
+      linear::plan(ok);
+    } catch (const BadArgument& e) {
+      ADD_FAILURE() << format_info(ok.format).name << " k=" << ok.k << ": " << e.what();
+    } catch (const Error&) {
+      // no CUDA device: expected on CPU-only machines
+    }
+  }
+}
+
+// A plan as linear::plan would make it, with a stand-in kernel: bind makes no CUDA call.
+struct FakePlan {
+  Kernel kernel{nullptr, "fake", "fake"};
+  linear::Plan plan;
+  explicit FakePlan(const linear::Caps& caps) {
+    plan.caps = caps;
+    for (int64_t b : linear::kTokenBuckets) {
+      if (b > 1 && b / 2 >= caps.max_tokens) break;
+      plan.paths.push_back(linear::plan_path(caps, std::min(b, caps.max_tokens), 132));
+      plan.paths.back().kernel = &kernel;
+    }
+  }
+};
+
+// Device-looking tensors backed by host memory (bind only checks them, never dereferences).
+struct FakeDeviceTensors {
+  PackedWeight host_weight;
+  HostTensor x_mem, bias_mem, y_mem;
+  WeightView w;
+  TensorView x, bias, y;
+  FakeDeviceTensors(Format f, int64_t m, int64_t n, int64_t k, DType act, DType out, DType bias_dtype, bool with_bias)
+      : host_weight(allocate_weight(f, n, k)),
+        x_mem(act, {m * k + 64}),
+        bias_mem(bias_dtype, {n + 64}),
+        y_mem(out, {m * n + 64}) {
+    w = host_weight.view();
+    w.scale2 = 0.5f;
+    w.data.device = Device::cuda(0);
+    if (!w.scale.empty()) w.scale.device = Device::cuda(0);
+    x = TensorView(align16(x_mem.view().data), act, {m, k}, Device::cuda(0));
+    if (with_bias) bias = TensorView(align16(bias_mem.view().data), bias_dtype, {n}, Device::cuda(0));
+    y = TensorView(align16(y_mem.view().data), out, {m, n}, Device::cuda(0));
+  }
+  static void* align16(void* p) {
+    const uintptr_t u = reinterpret_cast<uintptr_t>(p);
+    return reinterpret_cast<void*>((u + 15) & ~uintptr_t{15});
+  }
+};
+
+TEST(LinearCompile, BindValidatesWithoutAGpu) {
+  const linear::Caps caps = make_caps(Format::nvfp4, 8, 64, 4, DType::bf16, DType::bf16, true, DType::f32);
+  FakePlan fp(caps);
+  ASSERT_EQ(fp.plan.paths.size(), 3u);
+  const Scratch scratch{};
+  auto make = [&](int64_t m = 3) {
+    return FakeDeviceTensors(Format::nvfp4, m, 8, 64, DType::bf16, DType::bf16, DType::f32, true);
+  };
+  {  // valid: views of the arguments, the path for M
+    FakeDeviceTensors d = make(3);
+    const linear::Binding b = linear::bind(fp.plan, scratch, d.x, d.w, d.bias, d.y);
+    EXPECT_EQ(b.plan, &fp.plan);
+    EXPECT_EQ(b.m, 3);
+    EXPECT_EQ(b.path, 2u);  // M = 3 -> bucket 4
+    EXPECT_EQ(b.x.data, d.x.data);
+    EXPECT_EQ(b.y.data, d.y.data);
+    EXPECT_EQ(b.bias.data, d.bias.data);
+    EXPECT_EQ(b.w.data.data, d.w.data.data);
+    FakeDeviceTensors one = make(1);
+    EXPECT_EQ(linear::bind(fp.plan, scratch, one.x, one.w, one.bias, one.y).path, 0u);
+  }
+  {  // plan without kernels
+    FakeDeviceTensors d = make();
+    linear::Plan empty;
+    empty.caps = caps;
+    expect_bad_argument([&] { linear::bind(empty, scratch, d.x, d.w, d.bias, d.y); }, "plan");
+  }
+  {  // weight of another format or shape than planned; validate_weight's rules
+    FakeDeviceTensors d(Format::mxfp4, 3, 8, 64, DType::bf16, DType::bf16, DType::f32, true);
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, d.x, d.w, d.bias, d.y); }, "w");
+    FakeDeviceTensors e = make();
+    e.w.k = 96;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, e.x, e.w, e.bias, e.y); }, "w");
+    FakeDeviceTensors g = make();
+    g.w.scale.shape[1] = 3;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, g.x, g.w, g.bias, g.y); }, "weight_scale");
+    FakeDeviceTensors h = make();
+    h.w.scale2 = std::numeric_limits<float>::quiet_NaN();
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, h.x, h.w, h.bias, h.y); }, "weight_scale_2");
+  }
+  {  // host tensors are named
+    FakeDeviceTensors d = make();
+    d.w.data.device = Device::host();
+    d.w.scale.device = Device::host();
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, d.x, d.w, d.bias, d.y); }, "weight");
+    FakeDeviceTensors e = make();
+    e.w.scale.device = Device::host();
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, e.x, e.w, e.bias, e.y); }, "weight_scale");
+    FakeDeviceTensors g = make();
+    g.x.device = Device::host();
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, g.x, g.w, g.bias, g.y); }, "x");
+    FakeDeviceTensors h = make();
+    h.bias.device = Device::host();
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, h.x, h.w, h.bias, h.y); }, "bias");
+    FakeDeviceTensors i = make();
+    i.y.device = Device::host();
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, i.x, i.w, i.bias, i.y); }, "y");
+    FakeDeviceTensors j = make();
+    j.y.device = Device::cuda(1);
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, j.x, j.w, j.bias, j.y); }, "y");
+  }
+  {  // x: dtype, shape, M range, alignment, presence
+    FakeDeviceTensors d = make();
+    d.x.dtype = DType::f16;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, d.x, d.w, d.bias, d.y); }, "x");
+    FakeDeviceTensors e = make();
+    e.x.shape[1] = 32;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, e.x, e.w, e.bias, e.y); }, "x");
+    FakeDeviceTensors g = make(5);  // M = 5 > max_tokens = 4
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, g.x, g.w, g.bias, g.y); }, "x");
+    FakeDeviceTensors h = make();
+    h.x.data = static_cast<char*>(h.x.data) + 2;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, h.x, h.w, h.bias, h.y); }, "x");
+    FakeDeviceTensors i = make();
+    i.x.data = nullptr;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, i.x, i.w, i.bias, i.y); }, "x");
+    FakeDeviceTensors j = make();
+    j.x.strides[0] = 128;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, j.x, j.w, j.bias, j.y); }, "x");
+  }
+  {  // bias: required when planned, refused when not, dtype, shape
+    FakeDeviceTensors d = make();
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, d.x, d.w, TensorView{}, d.y); }, "bias");
+    FakeDeviceTensors e = make();
+    e.bias.dtype = DType::bf16;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, e.x, e.w, e.bias, e.y); }, "bias");
+    FakeDeviceTensors g = make();
+    g.bias.shape[0] = 9;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, g.x, g.w, g.bias, g.y); }, "bias");
+    FakePlan no_bias(make_caps(Format::nvfp4, 8, 64, 4));
+    FakeDeviceTensors h = make();
+    expect_bad_argument([&] { linear::bind(no_bias.plan, scratch, h.x, h.w, h.bias, h.y); }, "bias");
+    EXPECT_NO_THROW(linear::bind(no_bias.plan, scratch, h.x, h.w, TensorView{}, h.y));
+  }
+  {  // y: dtype, shape (M rows of x), presence
+    FakeDeviceTensors d = make();
+    d.y.dtype = DType::f32;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, d.x, d.w, d.bias, d.y); }, "y");
+    FakeDeviceTensors e = make();
+    e.y.shape[0] = 2;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, e.x, e.w, e.bias, e.y); }, "y");
+    FakeDeviceTensors g = make();
+    g.y.data = nullptr;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, g.x, g.w, g.bias, g.y); }, "y");
+  }
+  {  // weight alignment: 16 bytes for vector loads, 2 bytes for GGML blocks
+    FakeDeviceTensors d = make();
+    d.w.data.data = static_cast<char*>(d.w.data.data) + 8;
+    expect_bad_argument([&] { linear::bind(fp.plan, scratch, d.x, d.w, d.bias, d.y); }, "weight");
+    FakePlan q8(make_caps(Format::q8_0, 8, 64, 1));
+    FakeDeviceTensors e(Format::q8_0, 1, 8, 64, DType::bf16, DType::bf16, DType::bf16, false);
+    e.w.data.data = static_cast<char*>(e.w.data.data) + 34;
+    EXPECT_NO_THROW(linear::bind(q8.plan, scratch, e.x, e.w, TensorView{}, e.y));
+    e.w.data.data = static_cast<char*>(e.w.data.data) + 1;
+    expect_bad_argument([&] { linear::bind(q8.plan, scratch, e.x, e.w, TensorView{}, e.y); }, "weight");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// LinearKernelHost: the kernel's arithmetic on the CPU
+
+// Weights that hit every element code with several scales (NaN codes included).
+PackedWeight every_code_weight(Format f, std::mt19937_64& rng) {
+  const int64_t n = 256, k = f == Format::iq2_xxs || f == Format::iq2_xs ? 1024 : 256;
+  PackedWeight p = allocate_weight(f, n, k);
+  uint8_t* d = p.data.ptr<uint8_t>();
+  if (is_ggml_format(f)) {
+    ggml_random_blocks(f, p.data.view(), rng());
+    const int bytes = format_info(f).block_bytes, group = format_info(f).group;
+    for (int64_t b = 0; b < n * k / group; ++b) {  // every FP16 block scale pattern, Inf and NaN too
+      const uint16_t s = static_cast<uint16_t>(b * 97 + rng() % 97);
+      d[b * bytes] = static_cast<uint8_t>(s);
+      d[b * bytes + 1] = static_cast<uint8_t>(s >> 8);
+    }
+    return p;
+  }
+  for (size_t i = 0; i < p.data.nbytes(); ++i) d[i] = static_cast<uint8_t>(f == Format::bf16 || f == Format::f16 ? rng() : i);
+  if (!p.scale.view().empty()) {
+    if (p.scale.dtype() == DType::f32) {
+      std::uniform_int_distribution<int> e(-149, 120);
+      for (int64_t i = 0; i < p.scale.numel(); ++i) p.scale.ptr<float>()[i] = std::ldexp(1.0f + (rng() % 1024) / 1024.0f, e(rng));
+    } else {
+      for (size_t i = 0; i < p.scale.nbytes(); ++i) p.scale.ptr<uint8_t>()[i] = static_cast<uint8_t>(i * 7 + rng() % 7);
+    }
+  }
+  p.scale2 = 0.3701f;
+  return p;
+}
+
+bool same_value(float a, float b) { return std::isnan(a) ? std::isnan(b) : bits_of(a) == bits_of(b); }
+
+TEST(LinearKernelHost, PieceDecodersEqualDecodeWeightRunOnEveryCode) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (const auto& info : all_formats()) {
+    for (const PackedWeight& p : {every_code_weight(info.format, rng), random_weight(info.format, 130, 512, rng)}) {
+      const WeightView w = p.view();
+      const int64_t runs_per_row = w.k / 32, scale_cols = (w.k + 127) / 128;
+      int64_t bad = 0;
+      with_format(w.format, [&](auto fmt) {
+        constexpr int F = decltype(fmt)::value;
+        const auto* data = w.data.ptr<const unsigned char>();
+        const auto* scale = w.scale.ptr<const unsigned char>();
+        for (int64_t row = 0; row < w.n; ++row)
+          for (int64_t col = 0; col < runs_per_row; ++col) {
+            float want[32];
+            dev::decode_weight_run<F>(data, scale, 1.0f, row * runs_per_row + col, runs_per_row, scale_cols, want);
+            dev::WeightRun<F> run;
+            dev::fetch_run<F>(data, scale, row, col, runs_per_row, scale_cols, run);
+            for (int q = 0; q < 4; ++q) {
+              float got[8];
+              dev::decode_piece<F>(run, q, got);
+              for (int e = 0; e < 8; ++e)
+                if (!same_value(want[8 * q + e], got[e]) && bad++ < 5)
+                  ADD_FAILURE() << info.name << " row " << row << " run " << col << " element " << 8 * q + e
+                                << ": decode_weight_run " << want[8 * q + e] << " decode_piece " << got[e];
+            }
+          }
+      });
+      EXPECT_EQ(bad, 0) << info.name << " " << p.n << "x" << p.k;
+    }
+  }
+}
+
+// The kernel on the CPU: the grid of CTAs, each warp's lanes (gemv_task + gemv_lane_partial), the
+// butterfly (lane i adds lane i ^ off, as __shfl_xor_sync), the shared-memory slice sums in slice
+// order and gemv_finish. y: [m, n] of out_dtype, pre-filled with poison.
+template <int F, int kM, int kAct, int kOut, int kRows>
+void emulate_kernel(const linear::PlanPath& path, const TensorView& x, int m, const WeightView& w, const TensorView& bias,
+                    int bias_code, void* y) {
+  const auto* xp = x.ptr<const unsigned char>();
+  const auto* data = w.data.ptr<const unsigned char>();
+  const auto* scale = w.scale.ptr<const unsigned char>();
+  const long long scale_cols = (w.k + 127) / 128;
+  const int ksplit = path.ksplit;
+  for (unsigned block = 0; block < path.grid.x; ++block) {
+    std::vector<std::array<float, kRows * kM>> partial(dev::kGemvWarps);
+    for (int warp = 0; warp < dev::kGemvWarps; ++warp) {
+      float lanes[32][kRows][kM];
+      for (int lane = 0; lane < 32; ++lane) {
+        const dev::GemvTask task = dev::gemv_task(block, warp, lane, ksplit, kRows);
+        dev::gemv_lane_partial<F, kM, kAct, kRows>(xp, m, w.k, data, scale, w.n, scale_cols, task, lanes[lane]);
+      }
+      for (int r = 0; r < kRows; ++r)
+        for (int t = 0; t < kM; ++t) {
+          float v[32];
+          for (int l = 0; l < 32; ++l) v[l] = lanes[l][r][t];
+          for (int off = 16; off > 0; off >>= 1) {
+            float next[32];
+            for (int l = 0; l < 32; ++l) next[l] = v[l] + v[l ^ off];
+            std::memcpy(v, next, sizeof v);
+          }
+          partial[warp][r * kM + t] = v[0];
+        }
+    }
+    for (int warp = 0; warp < dev::kGemvWarps; ++warp) {
+      const dev::GemvTask task = dev::gemv_task(block, warp, 0, ksplit, kRows);
+      if (task.slice != 0) continue;
+      for (int i = 0; i < kRows * kM; ++i) {
+        const int r = i / kM, t = i % kM;
+        const long long row = task.row0 + r;
+        if (t >= m || row >= w.n) continue;
+        float v = partial[warp][i];
+        for (int s = 1; s < ksplit; ++s) v += partial[warp + s][i];
+        dev::gemv_finish<F, kOut>(v, w.scale2, bias.ptr<const unsigned char>(), bias_code, row,
+                                  static_cast<unsigned char*>(y), static_cast<long long>(t) * w.n + row);
+      }
+    }
+  }
+}
+
+// Runs the emulation for a runtime configuration (activations bf16 for every bucket, f16 for bucket 4).
+void emulate(const linear::Caps& caps, const linear::PlanPath& path, const TensorView& x, const WeightView& w,
+             const TensorView& bias, void* y) {
+  const int m = static_cast<int>(x.size(0));
+  const int bias_code = bias.empty() ? dev::kBiasNone : bias.dtype == DType::bf16 ? dev::kBiasBf16
+                                                      : bias.dtype == DType::f16  ? dev::kBiasF16
+                                                                                  : dev::kBiasF32;
+  const int bucket = m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : m <= 8 ? 8 : 16;
+  with_format(caps.format, [&](auto fmt) {
+    constexpr int F = decltype(fmt)::value;
+    auto by_out = [&](auto act, auto mb, auto rows) {
+      constexpr int A = decltype(act)::value, M = decltype(mb)::value, R = decltype(rows)::value;
+      ASSERT_EQ(path.rows_per_warp, R);
+      switch (caps.out_dtype) {
+        case DType::bf16: return emulate_kernel<F, M, A, dev::kOutBf16, R>(path, x, m, w, bias, bias_code, y);
+        case DType::f16: return emulate_kernel<F, M, A, dev::kOutF16, R>(path, x, m, w, bias, bias_code, y);
+        default: return emulate_kernel<F, M, A, dev::kOutF32, R>(path, x, m, w, bias, bias_code, y);
+      }
+    };
+    using I = std::integral_constant<int, 0>;
+    using One = std::integral_constant<int, 1>;
+    using Two = std::integral_constant<int, 2>;
+    if (caps.act_dtype == DType::f16) {
+      ASSERT_EQ(bucket, 4) << "the emulation instantiates f16 activations for bucket 4 only";
+      return by_out(One{}, std::integral_constant<int, 4>{}, Two{});
+    }
+    switch (bucket) {
+      case 1: return by_out(I{}, One{}, Two{});
+      case 2: return by_out(I{}, Two{}, Two{});
+      case 4: return by_out(I{}, std::integral_constant<int, 4>{}, Two{});
+      case 8: return by_out(I{}, std::integral_constant<int, 8>{}, Two{});
+      default: return by_out(I{}, std::integral_constant<int, 16>{}, One{});
+    }
+  });
+}
+
+// Emulated kernel vs reference_linear (f64) on one configuration; forced_ksplit > 0 overrides the plan.
+void check_emulation(const linear::Caps& caps, int64_t m, std::mt19937_64& rng, int forced_ksplit = 0) {
+  const std::string what = std::string(format_info(caps.format).name) + " M=" + std::to_string(m) + " N=" +
+                           std::to_string(caps.n) + " K=" + std::to_string(caps.k) + " act=" +
+                           std::string(dtype_name(caps.act_dtype)) + " out=" + std::string(dtype_name(caps.out_dtype)) +
+                           (caps.has_bias ? " bias=" + std::string(dtype_name(caps.bias_dtype)) : "");
+  SCOPED_TRACE(what);
+  linear::PlanPath path = linear::plan_path(caps, m, 132);
+  if (forced_ksplit > 0) {
+    path.ksplit = forced_ksplit;
+    const int64_t rows_per_cta = (8 / forced_ksplit) * path.rows_per_warp;
+    path.grid.x = static_cast<unsigned>((caps.n + rows_per_cta - 1) / rows_per_cta);
+  }
+  const PackedWeight p = random_weight(caps.format, caps.n, caps.k, rng);
+  const HostTensor x = random_act(rng, caps.act_dtype, m, caps.k);
+  HostTensor bias;
+  if (caps.has_bias) bias = random_act(rng, caps.bias_dtype, 1, caps.n);
+  const TensorView bias_view = caps.has_bias ? TensorView(bias.view().data, caps.bias_dtype, {caps.n}) : TensorView{};
+
+  HostTensor y(caps.out_dtype, {m, caps.n});
+  std::memset(y.view().data, 0xFF, y.nbytes());  // NaN poison
+  emulate(caps, path, x.view(), p.view(), bias_view, y.view().data);
+
+  HostTensor ref(DType::f64, {m, caps.n});
+  reference_linear({x.view(), p.view(), ActMode::a16, 1.0f, bias_view, ref.view()});
+  std::vector<double> got(static_cast<size_t>(m * caps.n)), want(got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    got[i] = load_f32(y.view().data, caps.out_dtype, static_cast<int64_t>(i));
+    want[i] = ref.ptr<double>()[i];
+  }
+  const Agreement a = agreement(got, want);
+  EXPECT_EQ(a.non_finite, 0) << "unwritten or non-finite outputs (path " << path.name << ")";
+  EXPECT_LE(a.rel_l2, tolerance(caps.out_dtype)) << path.name;
+  EXPECT_GE(a.cosine, 0.9999) << path.name;
+}
+
+TEST(LinearKernelHost, EmulatedKernelMatchesReference) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const DType outs[] = {DType::bf16, DType::f16, DType::f32};
+  int combo = 0;
+  for (const auto& info : all_formats()) {
+    const bool iq2 = info.format == Format::iq2_xxs || info.format == Format::iq2_xs;
+    // N not a multiple of the rows per CTA; K not a multiple of 128 where the format allows it.
+    const int64_t n = 300, k = iq2 ? 768 : info.format == Format::q8_0 || info.format == Format::mxfp4 ||
+                                                   info.format == Format::mxfp8 || info.format == Format::nvfp4
+                                               ? 96 * 3
+                                               : 160;
+    for (int64_t m : {1, 2, 3, 4, 8, 16}) {
+      const DType out = outs[combo % 3];
+      const bool bias = combo % 2 == 0;
+      const DType bias_dtype = outs[(combo / 2) % 3];
+      ++combo;
+      check_emulation(make_caps(info.format, n, k, 16, DType::bf16, out, bias, bias_dtype), m, rng);
+    }
+    check_emulation(make_caps(info.format, n, k, 4, DType::f16, DType::f16, true, DType::f16), 3, rng);
+  }
+}
+
+TEST(LinearKernelHost, EmulatedSplitKMatchesReference) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  // Every split, with runs that do not divide evenly among the slices and a partial last CTA.
+  for (Format f : {Format::fp8_block, Format::nvfp4, Format::iq2_xs, Format::bf16})
+    for (int ks : {1, 2, 4, 8})
+      for (int64_t m : {1, 5})
+        check_emulation(make_caps(f, 37, f == Format::iq2_xs ? 2816 : 2848, 8, DType::bf16, DType::f32), m, rng, ks);
+}
+
+}  // namespace
+}  // namespace b12x
