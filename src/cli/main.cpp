@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   b12x::cli::register_reference(app);
   b12x::cli::register_runtime(app);
   b12x::cli::register_bench(app);
+  b12x::cli::register_inspect(app);
   b12x::cli::register_convert_gguf(app);
   try {
     app.parse(argc, argv);
