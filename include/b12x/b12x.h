@@ -1,5 +1,6 @@
 // Umbrella header for the b12x C++ API.
 #pragma once
+#include "b12x/checkpoint/checkpoint.h"
 #include "b12x/core/dtype.h"
 #include "b12x/core/error.h"
 #include "b12x/core/tensor.h"
