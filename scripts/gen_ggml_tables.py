@@ -10,16 +10,15 @@ never need Python:
     python3 scripts/gen_ggml_tables.py            # rewrites src/formats/ggml_tables.cpp
     python3 scripts/gen_ggml_tables.py --check    # exits 1 if the committed file is stale
 """
-import argparse
 import importlib.metadata
-import pathlib
 import sys
 
 import gguf.quants
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-OUTPUT = REPO / "src" / "formats" / "ggml_tables.cpp"
-MAGNITUDES = (0x08, 0x19, 0x2B)
+from ggml_tables_source import GRIDS, HOST_TABLES, MAGNITUDES, check_grid, format_array, generator_main
+
+# The gguf.quants class that holds each grid.
+GGUF_CLASSES = {"kIq2xxsGrid": gguf.quants.IQ2_XXS, "kIq2xsGrid": gguf.quants.IQ2_XS}
 
 
 def expand_grid(quant_class) -> list[int]:
@@ -43,17 +42,6 @@ def expand_grid(quant_class) -> list[int]:
     return grid
 
 
-def check_grid(name: str, grid: list[int], entries: int) -> None:
-    if len(grid) != entries:
-        sys.exit(f"{name}: {len(grid)} entries, expected {entries}")
-    for i, value in enumerate(grid):
-        for j in range(8):
-            if (value >> (8 * j)) & 0xFF not in MAGNITUDES:
-                sys.exit(f"{name}[{i}] byte {j} is not one of 8/25/43")
-    if len(set(grid)) != entries:
-        sys.exit(f"{name} has repeated entries")
-
-
 def check_ksigns() -> None:
     """gguf's ksigns table must equal the formula b12x uses (iq2_ksigns in ggml.h)."""
     ksigns = bytes(gguf.quants.IQ2_XXS.ksigns)
@@ -61,14 +49,6 @@ def check_ksigns() -> None:
     if ksigns != formula:
         bad = next(i for i in range(128) if ksigns[i] != formula[i])
         sys.exit(f"gguf ksigns[{bad}] = {ksigns[bad]:#04x}, formula gives {formula[bad]:#04x}")
-
-
-def format_array(name: str, grid: list[int]) -> str:
-    lines = [f"const uint64_t {name}[{len(grid)}] = {{"]
-    for row in range(0, len(grid), 4):
-        lines.append("    " + " ".join(f"0x{v:016x}," for v in grid[row : row + 4]))
-    lines.append("};")
-    return "\n".join(lines)
 
 
 def package_license() -> str:
@@ -82,10 +62,9 @@ def package_license() -> str:
 
 def render() -> str:
     version = importlib.metadata.version("gguf")
-    xxs = expand_grid(gguf.quants.IQ2_XXS)
-    xs = expand_grid(gguf.quants.IQ2_XS)
-    check_grid("kIq2xxsGrid", xxs, 256)
-    check_grid("kIq2xsGrid", xs, 512)
+    grids = {name: expand_grid(GGUF_CLASSES[name]) for name in GRIDS}
+    for name, entries in GRIDS.items():
+        check_grid("", name, grids[name], entries)
     check_ksigns()
     notice = "\n".join(("//   " + line).rstrip() for line in package_license().splitlines())
     header = f"""\
@@ -105,24 +84,12 @@ def render() -> str:
 
 namespace b12x {{
 """
-    body = "\n\n".join([format_array("kIq2xxsGrid", xxs), format_array("kIq2xsGrid", xs)])
+    body = "\n\n".join(format_array("const uint64_t", name, grid) for name, grid in grids.items())
     return header + "\n" + body + "\n\n}  // namespace b12x\n"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the committed file differs")
-    parser.add_argument("--output", type=pathlib.Path, default=OUTPUT)
-    args = parser.parse_args()
-    text = render()
-    if args.check:
-        current = args.output.read_text() if args.output.exists() else ""
-        if current != text:
-            sys.exit(f"{args.output} is stale; run scripts/gen_ggml_tables.py")
-        print(f"{args.output} is up to date")
-        return
-    args.output.write_text(text)
-    print(f"wrote {args.output}")
+    generator_main(__doc__.splitlines()[0], HOST_TABLES, "scripts/gen_ggml_tables.py", render)
 
 
 if __name__ == "__main__":

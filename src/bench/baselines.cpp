@@ -30,11 +30,6 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) | rd();
-}
-
 int as_int(int64_t v, const char* what) {
   B12X_CHECK_ARG(v > 0 && v <= INT32_MAX, what, "must be in [1, 2^31), got ", v);
   return static_cast<int>(v);
@@ -223,7 +218,7 @@ void bench_copy(Context& ctx, size_t bytes, Result& r) {
   r.bytes = 2.0 * static_cast<double>(bytes);  // read + written
   const size_t chunk = std::min<size_t>(bytes, size_t{64} << 20);
   B12X_CHECK_ARG(bytes % chunk == 0, "bytes", "copy size must be a multiple of 64 MiB, got ", bytes);
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = random_seed();
   DeviceBuffer src(bytes), dst(bytes);
   {
     std::vector<uint8_t> pattern(chunk);
@@ -268,7 +263,7 @@ void bench_cublas_bf16(Context& ctx, const Shape& s, Result& r) {
   r.path = cublas_linear_bf16_path();
   r.flops = 2.0 * s.m * s.n * s.k;
   r.bytes = 2.0 * (s.m * s.k + s.n * s.k + s.m * s.n);
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = random_seed();
   const auto xh = random_bf16(s.m * s.k, seed), wh = random_bf16(s.n * s.k, seed + 1);
   DeviceBuffer x(xh.size() * 2), w(wh.size() * 2), y(s.m * s.n * 2);
   x.upload(xh.data(), x.bytes());
@@ -287,7 +282,7 @@ void bench_cublaslt_fp8(Context& ctx, const Shape& s, Result& r) {
   r.bytes = 1.0 * (s.m * s.k + s.n * s.k) + 2.0 * s.m * s.n;
   const LtFp8Linear gemm(ctx.blas(), s);
   r.path = gemm.path();
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = random_seed();
   const auto xh = random_e4m3(s.m * s.k, seed), wh = random_e4m3(s.n * s.k, seed + 1);
   DeviceBuffer x(xh.size()), w(wh.size()), y(s.m * s.n * 2);
   x.upload(xh.data(), x.bytes());

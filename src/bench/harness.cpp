@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,11 @@ void DeviceBuffer::download(void* dst, size_t n, size_t offset) const {
   if (offset + n > bytes_)
     throw Error(b12x::detail::concat("download of ", n, " bytes at ", offset, " overruns a ", bytes_, "-byte buffer"));
   B12X_CUDA_CHECK(cudaMemcpy(dst, static_cast<const char*>(p_) + offset, n, cudaMemcpyDeviceToHost));
+}
+
+uint64_t random_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) | rd();
 }
 
 void DeviceBuffer::fill(int byte) {

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -36,6 +37,9 @@ class DeviceBuffer {
   void* p_ = nullptr;
   size_t bytes_ = 0;
 };
+
+// A fresh 64-bit seed from std::random_device (cases print it with their check).
+uint64_t random_seed();
 
 // Fills [0, total) of a device buffer by repeating its first `pattern` bytes (already written), with
 // doubling device-to-device copies. total must be a multiple of pattern. Synchronous.

@@ -1,6 +1,7 @@
 #include "b12x/core/tensor.h"
 
 #include <cstdint>
+#include <limits>
 #include <sstream>
 
 #include "b12x/core/error.h"
@@ -19,6 +20,8 @@ void init_view(TensorView& v, void* data, DType dtype, const int64_t* shape, siz
     if (shape[d] < 0) fail_arg("shape", "extent of dimension ", d, " is negative (", shape[d], ")");
     v.shape[d] = shape[d];
     v.strides[d] = stride;
+    if (shape[d] != 0 && stride > std::numeric_limits<int64_t>::max() / shape[d])
+      fail_arg("shape", "has more elements than int64 can count");
     stride *= shape[d];
   }
 }
@@ -67,6 +70,16 @@ Expect& Expect::present() {
 Expect& Expect::host() {
   present();
   if (!t_.device.is_host()) fail_arg(name_, "must be a host tensor, got ", t_.describe());
+  return *this;
+}
+Expect& Expect::on_cuda() {
+  if (t_.device.kind != DeviceKind::cuda) fail_arg(name_, "must be a CUDA device tensor, got ", t_.describe());
+  return *this;
+}
+Expect& Expect::same_device(const TensorView& other, const std::string& other_name) {
+  if (t_.device != other.device)
+    fail_arg(name_, "must be on the ", other_name, "'s device, got ", t_.describe(), " with ", other_name, " ",
+             other.describe());
   return *this;
 }
 Expect& Expect::dtype(DType d) {

@@ -56,10 +56,6 @@ void check_caps(const Caps& caps) {
                  "max_tokens x K = ", caps.max_tokens, " x ", caps.k, " is too large");
 }
 
-void check_cuda(const TensorView& t, const std::string& name) {
-  B12X_CHECK_ARG(t.device.kind == DeviceKind::cuda, name, "must be a CUDA device tensor, got ", t.describe());
-}
-
 }  // namespace
 
 KernelSpec kernel_spec(const Caps& caps) {
@@ -104,25 +100,28 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& table, 
   const Caps& caps = plan.caps;
   const int64_t blocks = caps.k / kQ8_0Group;
 
-  expect(table, "table").present().dtype(DType::u8).shape({caps.vocab, blocks, kQ8_0Bytes}).contiguous();
-  check_cuda(table, "table");
-  expect(table, "table").aligned(2);  // u16 loads at least (Q8_0 blocks are 34 bytes)
+  expect(table, "table")
+      .present()
+      .dtype(DType::u8)
+      .shape({caps.vocab, blocks, kQ8_0Bytes})
+      .contiguous()
+      .on_cuda()
+      .aligned(2);  // u16 loads at least (Q8_0 blocks are 34 bytes)
 
   expect(ids, "ids").dtype(caps.ids_dtype).ndim(1).contiguous();
   const int64_t T = ids.size(0);
   B12X_CHECK_ARG(T <= caps.max_tokens, "ids", "holds ", T, " tokens but the plan was made for at most max_tokens = ",
                  caps.max_tokens);
-  expect(ids, "ids").present();
-  check_cuda(ids, "ids");
-  B12X_CHECK_ARG(ids.device == table.device, "ids", "must be on the table's device, got ", ids.describe(),
-                 " with table ", table.describe());
-  expect(ids, "ids").aligned(dtype_size(caps.ids_dtype));
+  expect(ids, "ids").present().on_cuda().same_device(table, "table").aligned(dtype_size(caps.ids_dtype));
 
-  expect(out, "out").present().dtype(caps.out_dtype).shape({T, caps.k}).contiguous();
-  check_cuda(out, "out");
-  B12X_CHECK_ARG(out.device == table.device, "out", "must be on the table's device, got ", out.describe(),
-                 " with table ", table.describe());
-  expect(out, "out").aligned(16);
+  expect(out, "out")
+      .present()
+      .dtype(caps.out_dtype)
+      .shape({T, caps.k})
+      .contiguous()
+      .on_cuda()
+      .same_device(table, "table")
+      .aligned(16);
 
   check_scratch(scratch, plan.scratch);
   B12X_CHECK_ARG(scratch.device == table.device, "scratch", "must be device memory on the table's device (",

@@ -14,6 +14,7 @@
 #include "b12x/runtime/device.h"
 #include "bench/harness.h"
 #include "bench/suite.h"
+#include "bench/weights.h"
 #include "runtime/cuda_api.h"
 
 namespace b12x::bench {
@@ -22,58 +23,18 @@ namespace {
 // The decode-shape weights: Llama-70B-like up/gate projection [28672, 8192] and a [4096, 14336].
 const std::vector<Shape> kDefaultShapes = {{1, 28672, 8192}, {1, 4096, 14336}};
 
-// Host quantization of a whole 28672 x 8192 weight would take longer than the quick suite may, so a
-// tile of rows is made on the host and repeated down N on the device. The tile is a multiple of 128
-// rows, so fp8_block's 128-row scale blocks repeat with it.
-int64_t tile_rows(int64_t n) { return n % 256 == 0 ? 256 : n % 128 == 0 ? 128 : n; }
-
-// Random floats with a different magnitude per row (2^-8 .. 2^8), so scales vary.
-HostTensor random_floats(std::mt19937_64& rng, int64_t rows, int64_t k) {
-  HostTensor w(DType::f32, {rows, k});
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> exponent(-8, 8);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float scale = std::ldexp(1.0f, exponent(rng));
-    for (int64_t c = 0; c < k; ++c) w.ptr<float>()[r * k + c] = normal(rng) * scale;
-  }
-  return w;
-}
-
-PackedWeight random_tile(Format f, int64_t rows, int64_t k, std::mt19937_64& rng) {
-  if (is_ggml_format(f)) {  // IQ2 has no quantizer; random valid blocks for every GGML codec
-    PackedWeight p = allocate_weight(f, rows, k);
-    ggml_random_blocks(f, p.data.view(), rng());
-    return p;
-  }
-  return quantize_weight(f, random_floats(rng, rows, k).view());
-}
-
-// One tensor of the tile, repeated `reps` times along its first dimension in device memory.
-TensorView upload_repeated(const TensorView& t, int64_t reps, DeviceBuffer& buf) {
-  buf = DeviceBuffer(t.nbytes() * static_cast<size_t>(reps));
-  buf.upload(t.data, t.nbytes());
-  replicate_prefix(buf.get(), t.nbytes(), buf.bytes());
-  std::vector<int64_t> shape = t.shape_vec();
-  shape[0] *= reps;
-  return TensorView(buf.get(), t.dtype, shape, Device::cuda(current_device()));
-}
-
 void bench_dequantize(Context& ctx, Format f, int64_t n, int64_t k, Result& r) {
   const dequant::Plan plan = dequant::plan({f, n, k, DType::bf16}, ctx.stream());  // compiles on first use
   r.path = detail::concat(plan.kernel->describe(), " grid ", plan.grid.x, " block ", plan.block.x);
 
-  std::random_device rd;
-  const uint64_t seed = (static_cast<uint64_t>(rd()) << 32) | rd();
+  const uint64_t seed = random_seed();
   std::mt19937_64 rng(seed);
-  const int64_t rows = tile_rows(n), reps = n / rows;
-  const PackedWeight tile = random_tile(f, rows, k, rng);
-
-  DeviceBuffer data, scale;
-  WeightView w = tile.view();
-  w.n = n;
-  w.data = upload_repeated(tile.data.view(), reps, data);
-  if (!tile.scale.view().empty()) w.scale = upload_repeated(tile.scale.view(), reps, scale);
-  r.bytes = static_cast<double>(data.bytes() + scale.bytes()) + 2.0 * static_cast<double>(n * k);
+  // A host tile repeated down N on the device; per-row magnitudes 2^-8 .. 2^8, so scales vary.
+  const DeviceWeight weight = random_device_weight(f, n, k, rng, RowExponents{-8, 8});
+  const PackedWeight& tile = weight.tile;
+  const WeightView& w = weight.view;
+  const int64_t rows = tile.n, reps = weight.reps;
+  r.bytes = static_cast<double>(weight.bytes()) + 2.0 * static_cast<double>(n * k);
 
   DeviceBuffer out(static_cast<size_t>(n * k) * 2);
   out.fill(0xFF);  // NaN poison: an unwritten element cannot match

@@ -63,10 +63,6 @@ bool has_scale_tensor(Format f) {
 }
 size_t data_alignment(Format f) { return is_ggml_format(f) ? 2 : 16; }  // u16 loads / 16-byte loads
 
-void check_cuda(const TensorView& t, const std::string& name) {
-  B12X_CHECK_ARG(t.device.kind == DeviceKind::cuda, name, "must be a CUDA device tensor, got ", t.describe());
-}
-
 }  // namespace
 
 KernelSpec kernel_spec(const Caps& caps) {
@@ -115,18 +111,20 @@ Binding bind(const Plan& plan, const Scratch& scratch, const WeightView& w, cons
                  caps.n, ", ", caps.k, "]");
   validate_weight(w);
 
-  check_cuda(w.data, "weight");
-  expect(w.data, "weight").aligned(data_alignment(w.format));
+  expect(w.data, "weight").on_cuda().aligned(data_alignment(w.format));
   if (has_scale_tensor(w.format)) {
-    check_cuda(w.scale, scale_name(w.format));
+    expect(w.scale, scale_name(w.format)).on_cuda();
     if (w.scale.dtype == DType::f32) expect(w.scale, scale_name(w.format)).aligned(4);
   }
 
-  expect(out, "out").present().dtype(caps.out_dtype).shape({caps.n, caps.k}).contiguous();
-  check_cuda(out, "out");
-  B12X_CHECK_ARG(out.device == w.data.device, "out", "must be on the weight's device, got ", out.describe(),
-                 " with weight ", w.data.describe());
-  expect(out, "out").aligned(16);
+  expect(out, "out")
+      .present()
+      .dtype(caps.out_dtype)
+      .shape({caps.n, caps.k})
+      .contiguous()
+      .on_cuda()
+      .same_device(w.data, "weight")
+      .aligned(16);
 
   Binding b;
   b.plan = &plan;

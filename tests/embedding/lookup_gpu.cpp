@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <random>
 #include <set>
@@ -24,70 +23,14 @@
 #include "b12x/runtime/device.h"
 #include "b12x/runtime/jit.h"
 #include "runtime/cuda_api.h"
+#include "support/device.h"
+#include "support/errors.h"
+#include "support/weights.h"
 
 namespace b12x {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Device memory
-
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes_) B12X_CUDA_CHECK(cudaMalloc(&p_, bytes_));
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  ~DeviceBuffer() {
-    if (p_) cudaFree(p_);
-  }
-
-  void* get() const { return p_; }
-  char* bytes_at(size_t offset) const { return static_cast<char*>(p_) + offset; }
-  size_t bytes() const { return bytes_; }
-  void upload(const void* src, size_t n, size_t offset = 0) {
-    ASSERT_LE(offset + n, bytes_);
-    B12X_CUDA_CHECK(cudaMemcpy(bytes_at(offset), src, n, cudaMemcpyHostToDevice));
-    // A pageable upload may return before its DMA lands, and non-blocking streams are not ordered
-    // after the legacy stream: wait, so a launch on any stream sees the data.
-    B12X_CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  void fill(int byte) { B12X_CUDA_CHECK(cudaMemset(p_, byte, bytes_)); }
-  std::vector<uint8_t> download(size_t n, size_t offset = 0) const {
-    std::vector<uint8_t> host(n);
-    B12X_CUDA_CHECK(cudaMemcpy(host.data(), static_cast<const char*>(p_) + offset, n, cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-Device this_device() { return Device::cuda(current_device()); }
-
-// The plan's scratch, 1024-byte aligned as ScratchLayout requires.
-struct DeviceScratch {
-  DeviceBuffer buf;
-  Scratch scratch;
-  explicit DeviceScratch(size_t bytes) : buf(bytes + ScratchLayout::kAlignment) {
-    const uintptr_t p = reinterpret_cast<uintptr_t>(buf.get());
-    const uintptr_t aligned = (p + ScratchLayout::kAlignment - 1) / ScratchLayout::kAlignment * ScratchLayout::kAlignment;
-    scratch = Scratch{reinterpret_cast<void*>(aligned), bytes, this_device()};
-  }
-};
-
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) | rd();
-}
+using namespace b12x::test;
 
 // ---------------------------------------------------------------------------------------------
 // Test data and the host oracle
@@ -394,21 +337,13 @@ TEST_F(EmbeddingGpu, BindRejectsHostTensors) {
   const TensorView ov(d_out.get(), DType::bf16, {T, K}, this_device());
   const embedding::Plan plan = embedding::plan({V, K, T, DType::i32, DType::bf16});
   DeviceScratch scratch(plan.scratch_bytes());
-  auto expect_names = [](const std::function<void()>& f, const std::string& arg) {
-    try {
-      f();
-      ADD_FAILURE() << "expected BadArgument naming '" << arg << "'";
-    } catch (const BadArgument& e) {
-      EXPECT_EQ(e.argument(), arg) << e.what();
-    }
-  };
-  expect_names([&] { embedding::bind(plan, scratch.scratch, table.view(), iv, ov); }, "table");
-  expect_names([&] { embedding::bind(plan, scratch.scratch, tv, ids.view(), ov); }, "ids");
+  expect_bad_argument([&] { embedding::bind(plan, scratch.scratch, table.view(), iv, ov); }, "table");
+  expect_bad_argument([&] { embedding::bind(plan, scratch.scratch, tv, ids.view(), ov); }, "ids");
   HostTensor host_out(DType::bf16, {T, K});
-  expect_names([&] { embedding::bind(plan, scratch.scratch, tv, iv, host_out.view()); }, "out");
+  expect_bad_argument([&] { embedding::bind(plan, scratch.scratch, tv, iv, host_out.view()); }, "out");
   Scratch host_scratch = scratch.scratch;
   host_scratch.device = Device::host();
-  expect_names([&] { embedding::bind(plan, host_scratch, tv, iv, ov); }, "scratch");
+  expect_bad_argument([&] { embedding::bind(plan, host_scratch, tv, iv, ov); }, "scratch");
   EXPECT_NO_THROW(embedding::bind(plan, scratch.scratch, tv, iv, ov));
 }
 

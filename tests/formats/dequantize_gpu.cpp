@@ -8,13 +8,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "b12x/b12x.h"
+#include "support/device.h"
+#include "support/errors.h"
 #include "support/weights.h"
 #include "b12x/formats/dequantize.h"
 #include "b12x/runtime/cache.h"
@@ -29,67 +30,6 @@ namespace {
 using namespace b12x::test;
 
 constexpr DType kOutDtypes[] = {DType::bf16, DType::f16, DType::f32};
-
-// ---------------------------------------------------------------------------------------------
-// Device memory
-
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes_) B12X_CUDA_CHECK(cudaMalloc(&p_, bytes_));
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  ~DeviceBuffer() {
-    if (p_) cudaFree(p_);
-  }
-
-  void* get() const { return p_; }
-  size_t bytes() const { return bytes_; }
-  void upload(const void* src, size_t n, size_t offset = 0) {
-    ASSERT_LE(offset + n, bytes_);
-    B12X_CUDA_CHECK(cudaMemcpy(static_cast<char*>(p_) + offset, src, n, cudaMemcpyHostToDevice));
-  }
-  void fill(int byte) { B12X_CUDA_CHECK(cudaMemset(p_, byte, bytes_)); }
-  std::vector<uint8_t> download(size_t n, size_t offset = 0) const {
-    std::vector<uint8_t> host(n);
-    B12X_CUDA_CHECK(cudaMemcpy(host.data(), static_cast<const char*>(p_) + offset, n, cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-Device this_device() { return Device::cuda(current_device()); }
-
-// A packed host weight copied to the device; data_offset shifts the weight inside its buffer (to
-// test the alignment the kernel accepts).
-struct DeviceWeight {
-  DeviceBuffer data, scale;
-  WeightView view;
-  explicit DeviceWeight(const PackedWeight& p, size_t data_offset = 0) {
-    view = p.view();
-    data = DeviceBuffer(p.data.nbytes() + data_offset);
-    data.upload(p.data.view().data, p.data.nbytes(), data_offset);
-    view.data.data = static_cast<char*>(data.get()) + data_offset;
-    view.data.device = this_device();
-    if (!p.scale.view().empty()) {
-      scale = DeviceBuffer(p.scale.nbytes());
-      scale.upload(p.scale.view().data, p.scale.nbytes());
-      view.scale.data = scale.get();
-      view.scale.device = this_device();
-    }
-  }
-};
 
 // plan -> bind -> run into an output filled with poison bytes (0xFF: NaN); returns the output bytes.
 std::vector<uint8_t> dequantize_on_device(const PackedWeight& p, DType out_dtype, size_t data_offset = 0,
@@ -254,24 +194,16 @@ TEST_F(DequantGpu, BindRejectsHostTensors) {
   DeviceBuffer out(64 * 128 * 2);
   const TensorView out_view(out.get(), DType::bf16, {64, 128}, this_device());
   const dequant::Plan plan = dequant::plan({Format::nvfp4, 64, 128, DType::bf16});
-  auto expect_names = [](const std::function<void()>& f, const std::string& arg) {
-    try {
-      f();
-      ADD_FAILURE() << "expected BadArgument naming '" << arg << "'";
-    } catch (const BadArgument& e) {
-      EXPECT_EQ(e.argument(), arg) << e.what();
-    }
-  };
   // Host copies of everything: the weight is reported first.
-  expect_names([&] { dequant::bind(plan, Scratch{}, p.view(), out_view); }, "weight");
+  expect_bad_argument([&] { dequant::bind(plan, Scratch{}, p.view(), out_view); }, "weight");
   {  // device weight, host block scales
     WeightView v = w.view;
     v.scale = p.scale.view();
-    expect_names([&] { dequant::bind(plan, Scratch{}, v, out_view); }, "weight_scale");
+    expect_bad_argument([&] { dequant::bind(plan, Scratch{}, v, out_view); }, "weight_scale");
   }
   {  // device weight, host output
     HostTensor host_out(DType::bf16, {64, 128});
-    expect_names([&] { dequant::bind(plan, Scratch{}, w.view, host_out.view()); }, "out");
+    expect_bad_argument([&] { dequant::bind(plan, Scratch{}, w.view, host_out.view()); }, "out");
   }
   EXPECT_NO_THROW(dequant::bind(plan, Scratch{}, w.view, out_view));
 }

@@ -12,6 +12,7 @@
 #include "b12x/runtime/jit.h"
 #include "runtime/cuda_api.h"
 #include "runtime/selftest.h"
+#include "support/device.h"
 
 namespace b12x {
 namespace {
@@ -19,11 +20,11 @@ namespace {
 // Every launch in this binary is timed: results must not change and the log must appear.
 const int kTimingOn = (::setenv("B12X_TIMING", "1", 1), ::setenv("B12X_DISABLE_DISK_CACHE", "1", 1), 0);
 
-struct DeviceBuffer {
-  float* p = nullptr;
-  explicit DeviceBuffer(size_t n) { B12X_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float))); }
-  ~DeviceBuffer() { cudaFree(p); }
-};
+using test::DeviceBuffer;
+
+// n floats of device memory.
+DeviceBuffer device_floats(long long n) { return DeviceBuffer(static_cast<size_t>(n) * sizeof(float)); }
+float* floats(const DeviceBuffer& b) { return static_cast<float*>(b.get()); }
 
 std::vector<float> run_selftest(const Kernel& k, cudaStream_t stream, long long n, float a, float b, float* out) {
   void* args[] = {&out, &n, &a, &b};
@@ -50,10 +51,10 @@ TEST(RuntimeGpu, LoadLaunchAndTimingLog) {
   ASSERT_EQ(kTimingOn, 0);
   const Kernel& k = resolve_kernel(detail::selftest_spec(256));
   const long long n = 100003;
-  DeviceBuffer out(n);
-  B12X_CUDA_CHECK(cudaMemset(out.p, 0xFF, n * sizeof(float)));  // NaN poison
+  DeviceBuffer out = device_floats(n);
+  B12X_CUDA_CHECK(cudaMemset(floats(out), 0xFF, n * sizeof(float)));  // NaN poison
   testing::internal::CaptureStderr();
-  const auto v = run_selftest(k, nullptr, n, 0.5f, -3.0f, out.p);
+  const auto v = run_selftest(k, nullptr, n, 0.5f, -3.0f, floats(out));
   const std::string log = testing::internal::GetCapturedStderr();
   expect_affine(v, 0.5f, -3.0f);
   EXPECT_NE(log.find("[b12x] timing runtime.selftest"), std::string::npos) << log;
@@ -66,8 +67,8 @@ TEST(RuntimeGpu, CaptureAfterWarmupCompilesNothingAndReplays) {
   const Kernel& k = resolve_kernel(detail::selftest_spec(256), stream);  // "plan": outside capture
   const auto before = compile_cache_info();
   const long long n = 4096;
-  DeviceBuffer out(n);
-  float* out_p = out.p;
+  DeviceBuffer out = device_floats(n);
+  float* out_p = floats(out);
   float a = 2.0f, b = 1.0f;
   void* args[] = {&out_p, const_cast<long long*>(&n), &a, &b};
 
@@ -78,11 +79,11 @@ TEST(RuntimeGpu, CaptureAfterWarmupCompilesNothingAndReplays) {
   B12X_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec;
   B12X_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  B12X_CUDA_CHECK(cudaMemsetAsync(out.p, 0xFF, n * sizeof(float), stream));
+  B12X_CUDA_CHECK(cudaMemsetAsync(floats(out), 0xFF, n * sizeof(float), stream));
   B12X_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<float> v(n);
-  B12X_CUDA_CHECK(cudaMemcpy(v.data(), out.p, n * sizeof(float), cudaMemcpyDeviceToHost));
+  B12X_CUDA_CHECK(cudaMemcpy(v.data(), floats(out), n * sizeof(float), cudaMemcpyDeviceToHost));
   expect_affine(v, 2.0f, 1.0f);
   const auto after = compile_cache_info();
   EXPECT_EQ(after.misses, before.misses);

@@ -53,11 +53,19 @@ std::string shape_string(const std::vector<int64_t>& shape);
 
 // Validates one argument; every failure throws BadArgument naming it. Chain the rules:
 //   expect(w, "weight").host().dtype(DType::u8).shape({n, k / 256, 74}).contiguous();
+// Device-side binds (the ops' bind()):
+//   expect(out, "out").present().dtype(d).shape({n, k}).contiguous().on_cuda().same_device(w, "weight").aligned(16);
 class Expect {
  public:
   Expect(const TensorView& t, std::string name) : t_(t), name_(std::move(name)) {}
   Expect& present();
   Expect& host();
+  // A CUDA device tensor: "must be a CUDA device tensor, got <view>". Checks the device only (chain
+  // present() first where the tensor is required).
+  Expect& on_cuda();
+  // On the same device as `other`, which is named `other_name` in the message:
+  // "must be on the <other_name>'s device, got <view> with <other_name> <other view>".
+  Expect& same_device(const TensorView& other, const std::string& other_name);
   Expect& dtype(DType d);
   Expect& dtype_in(std::initializer_list<DType> allowed);
   Expect& ndim(int n);

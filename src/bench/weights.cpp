@@ -1,0 +1,60 @@
+#include "bench/weights.h"
+
+#include <cmath>
+#include <vector>
+
+#include "b12x/formats/format.h"
+#include "b12x/formats/ggml.h"
+#include "b12x/runtime/device.h"
+
+namespace b12x::bench {
+
+namespace {
+
+HostTensor random_floats(std::mt19937_64& rng, int64_t rows, int64_t k, RowExponents e) {
+  HostTensor w(DType::f32, {rows, k});
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(e.min_exp, e.max_exp);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float scale = std::ldexp(1.0f, exponent(rng));
+    for (int64_t c = 0; c < k; ++c) w.ptr<float>()[r * k + c] = normal(rng) * scale;
+  }
+  return w;
+}
+
+PackedWeight random_tile(Format f, int64_t rows, int64_t k, std::mt19937_64& rng, RowExponents e) {
+  if (is_ggml_format(f)) {  // IQ2 has no quantizer; random valid blocks for every GGML codec
+    PackedWeight p = allocate_weight(f, rows, k);
+    ggml_random_blocks(f, p.data.view(), rng());
+    return p;
+  }
+  return quantize_weight(f, random_floats(rng, rows, k, e).view());
+}
+
+// One tensor of the tile, repeated `reps` times along its first dimension in device memory.
+TensorView upload_repeated(const TensorView& t, int64_t reps, DeviceBuffer& buf) {
+  buf = DeviceBuffer(t.nbytes() * static_cast<size_t>(reps));
+  buf.upload(t.data, t.nbytes());
+  replicate_prefix(buf.get(), t.nbytes(), buf.bytes());
+  std::vector<int64_t> shape = t.shape_vec();
+  shape[0] *= reps;
+  return TensorView(buf.get(), t.dtype, shape, Device::cuda(current_device()));
+}
+
+}  // namespace
+
+int64_t weight_tile_rows(int64_t n) { return n % 256 == 0 ? 256 : n % 128 == 0 ? 128 : n; }
+
+DeviceWeight random_device_weight(Format format, int64_t n, int64_t k, std::mt19937_64& rng, RowExponents rows) {
+  DeviceWeight w;
+  const int64_t tile_rows = weight_tile_rows(n);
+  w.reps = n / tile_rows;
+  w.tile = random_tile(format, tile_rows, k, rng, rows);
+  w.view = w.tile.view();
+  w.view.n = n;
+  w.view.data = upload_repeated(w.tile.data.view(), w.reps, w.data);
+  if (!w.tile.scale.view().empty()) w.view.scale = upload_repeated(w.tile.scale.view(), w.reps, w.scale);
+  return w;
+}
+
+}  // namespace b12x::bench
