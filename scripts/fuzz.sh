@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Sanitizer and fuzz checks of the host parsers (safetensors, GGUF, quantization config), no GPU:
+# Sanitizer and fuzz checks of the host parsers (safetensors, GGUF, quantization config) and of the
+# checkpoint reader (open, per-layer validation, TP shards), no GPU. scripts/test.sh (CI) runs it
+# after ctest with FUZZ_SECONDS (default 30) per target:
 #   1. builds fuzz/CMakeLists.txt with clang into build-fuzz (ASan + UBSan, libFuzzer);
 #   2. runs the parser GoogleTests (tests/io/*.cpp) under ASan + UBSan (leak checks on);
 #   3. writes the seed corpora (fuzz/make_corpus.py) and runs each fuzz target for a bounded time.
@@ -40,19 +42,24 @@ echo "fuzz.sh: parser tests passed in $((SECONDS - t0)) s"
 
 python3 fuzz/make_corpus.py "$build/seeds"
 failed=()
-for target in fuzz_safetensors fuzz_gguf fuzz_config_json; do
+# fuzz_checkpoint's inputs are whole checkpoint directories (docs/CHECKPOINTS.md section 7): a larger
+# max_len, and the JSON dictionary plus its separator and tensor / layer names.
+cat fuzz/json.dict fuzz/checkpoint.dict >"$build/checkpoint.dict"
+for target in fuzz_safetensors fuzz_gguf fuzz_config_json fuzz_checkpoint; do
   if [[ ! -x $build/$target ]]; then
     echo "fuzz.sh: $target was not built (see the CMake warning); skipped"
     continue
   fi
   dict=fuzz/json.dict
+  max_len=8192
   [[ $target == fuzz_gguf ]] && dict=fuzz/gguf.dict
+  [[ $target == fuzz_checkpoint ]] && dict=$build/checkpoint.dict && max_len=16384
   corpus=$build/corpus/$target        # grows across runs; the seeds stay read-only
   artifacts=$build/artifacts/$target/
   mkdir -p "$corpus" "$artifacts"
   log=$build/$target.log
   t0=$SECONDS
-  if "$build/$target" -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=2560 -dict="$dict" \
+  if "$build/$target" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2560 -dict="$dict" \
       -artifact_prefix="$artifacts" -print_final_stats=1 "$corpus" "$build/seeds/$target" >"$log" 2>&1; then
     echo "fuzz.sh: $target: $(grep -Eo '^Done [0-9]+ runs' "$log" | cut -d' ' -f2) runs in $((SECONDS - t0)) s, no finding"
   else

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what b12x needs on a fresh Debian machine with the CUDA 13 toolkit, then configures and
-# builds into ./build. Safe to re-run: installs only what is missing.
+# builds into ./build. Safe to re-run: installs only what is missing. clang-14 + libclang-rt-14-dev
+# (libFuzzer, ASan/UBSan runtimes) are for scripts/fuzz.sh, which scripts/test.sh runs after ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev libssl-dev)
+apt_packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev libssl-dev
+              clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

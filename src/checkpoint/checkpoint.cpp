@@ -2,6 +2,7 @@
 // the resolution + validation of every weight (docs/CHECKPOINTS.md states the rules).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -312,6 +313,7 @@ class LayerResolver {
       problem("weight must be 2-D [N, K], got ", describe(w));
       return;
     }
+    if (empty_weight(w)) return;
     unexpected_scales("the layer resolves to unquantized (" + r_->resolved_by + ")");
     r_->n = w.shape[0];
     r_->k = w.shape[1];
@@ -319,6 +321,7 @@ class LayerResolver {
     if (w.dtype == DType::bf16) r_->format = Format::bf16;
     if (w.dtype == DType::f16) r_->format = Format::f16;
     check_bias();
+    if (r_->format) aligned("weight");
   }
 
   // The entry's own fields against the codec (INTEGRATION.md 6.3).
@@ -381,6 +384,30 @@ class LayerResolver {
       problem("bias must be BF16/F16/F32 [N] = [", r_->n, "], got ", describe(*b));
   }
 
+  // A weight with a zero extent holds nothing to serve; its other extents are unbounded (a
+  // zero-element tensor passes the reader with any shape), so N and K are not derived from it.
+  bool empty_weight(const SafetensorsEntry& w) {
+    if (std::find(w.shape.begin(), w.shape.end(), 0) == w.shape.end()) return false;
+    problem("weight ", describe(w), " is empty (N or K is 0): store a layer with at least one weight or drop it");
+    return true;
+  }
+
+  // Weight views point into the memory map and are read with typed loads (CPU reference, codecs):
+  // each tensor must start at a multiple of its element size. Safetensors writers align every
+  // tensor (8-byte padded header, tensors ordered by alignment); a hand-made file may not.
+  bool aligned(const std::string& role) {
+    const auto it = r_->tensors.find(role);
+    if (it == r_->tensors.end()) return true;
+    const SafetensorsEntry& e = *ck_.find(it->second);
+    const size_t size = dtype_size(e.dtype);
+    const auto address = reinterpret_cast<uintptr_t>(ck_.view(it->second).data);
+    if (size <= 1 || address % size == 0) return true;
+    problem(role, " (", describe(e), ", data_offsets begin ", e.begin, ") is not aligned to its ", size,
+            "-byte elements in the memory-mapped file: rewrite the file with a safetensors writer (they align "
+            "every tensor)");
+    return false;
+  }
+
   // Weight tensor -> N, K for the format; false (after a problem) when it does not fit.
   bool weight_dims(const AlgoSpec& a, const SafetensorsEntry& w) {
     const FormatInfo& fi = format_info(a.format);
@@ -401,6 +428,7 @@ class LayerResolver {
                 " bytes: payload size must be ", fi.block_bytes);
         return false;
       }
+      if (empty_weight(w)) return false;
       r_->n = w.shape[0];
       r_->k = w.shape[1] * fi.group;
       return true;
@@ -411,6 +439,7 @@ class LayerResolver {
       problem("weight must be ", dtype_text(want), fp4 ? " [N, K/2]" : " [N, K]", " for ", a.algo, ", got ", describe(w));
       return false;
     }
+    if (empty_weight(w)) return false;
     r_->n = w.shape[0];
     r_->k = fp4 ? 2 * w.shape[1] : w.shape[1];
     if (fi.group > 0 && a.format != Format::fp8_block && r_->k % fi.group != 0) {
@@ -548,6 +577,7 @@ class LayerResolver {
     }
     check_bias();
     if (!ok || !r_->problems.empty()) return;
+    if (!aligned("weight") || !aligned(std::string(a.scale_role))) return;
     try {
       validate_weight(checkpoint_detail::make_weight_view(a.format, r_->n, r_->k, ck_.view(r_->tensors["weight"]), scale,
                                                           r_->scale2));
@@ -582,9 +612,11 @@ class LayerResolver {
         bytes += e->end - e->begin;
       }
     r.bytes = bytes;
-    int64_t numel = 1;
-    for (int64_t d : r.shape) numel *= d;
-    r.bits_per_weight = numel > 0 ? static_cast<double>(bytes) * 8.0 / static_cast<double>(numel) : 0.0;
+    // A zero-element tensor may have other extents up to INT64_MAX (the reader accepts [2^62, 2^62, 0]),
+    // so the count is computed in double: only its order of magnitude matters here.
+    double numel = 1.0;
+    for (int64_t d : r.shape) numel *= static_cast<double>(d);
+    r.bits_per_weight = numel > 0 ? static_cast<double>(bytes) * 8.0 / numel : 0.0;
     return std::move(r);
   }
 
@@ -637,7 +669,11 @@ void check_fused_groups(std::vector<LayerRecord>& layers) {
   auto n_of = [](const LayerRecord& r) { return r.n; };
   auto k_text = [](const LayerRecord& r) { return "K=" + std::to_string(r.k); };
   auto n_text = [](const LayerRecord& r) { return "N=" + std::to_string(r.n); };
-  for (auto& [parent, m] : qkv) {
+  // (Named references, not structured bindings: clang before 16 cannot capture bindings in lambdas,
+  // and scripts/fuzz.sh builds this file with clang-14.)
+  for (auto& group : qkv) {
+    const std::string& parent = group.first;
+    auto& m = group.second;
     if (m.size() < 2) continue;
     const std::string all = list_values(m, label_of);
     agree(m, label_of, [&](const LayerRecord&) {
@@ -648,7 +684,9 @@ void check_fused_groups(std::vector<LayerRecord>& layers) {
       return detail::concat("q/k/v_proj of ", parent, " (fused into qkv_proj) must share K: ", ks);
     });
   }
-  for (auto& [parent, m] : gate_up) {
+  for (auto& group : gate_up) {
+    const std::string& parent = group.first;
+    auto& m = group.second;
     if (m.size() < 2) continue;
     const std::string all = list_values(m, label_of);
     agree(m, label_of, [&](const LayerRecord&) {
@@ -662,7 +700,9 @@ void check_fused_groups(std::vector<LayerRecord>& layers) {
       return detail::concat("gate_proj and up_proj of ", parent, " (fused into gate_up_proj) must share N: ", ns);
     });
   }
-  for (auto& [module, m] : experts) {
+  for (auto& group : experts) {
+    const std::string& module = group.first;
+    auto& m = group.second;
     std::map<std::string, size_t> labels;
     for (auto* r : m) ++labels[r->format_label];
     std::string all;
@@ -672,7 +712,9 @@ void check_fused_groups(std::vector<LayerRecord>& layers) {
     });
     std::map<std::string, std::vector<LayerRecord*>> by_proj;
     for (auto* r : m) by_proj[std::string(last_component(r->name))].push_back(r);
-    for (auto& [proj, members] : by_proj) {
+    for (auto& proj_group : by_proj) {
+      const std::string& proj = proj_group.first;
+      auto& members = proj_group.second;
       auto shape_of = [](const LayerRecord& r) { return std::make_pair(r.n, r.k); };
       agree(members, shape_of, [&](const LayerRecord& r) {
         return detail::concat("[N, K] = [", r.n, ", ", r.k, "] differs from the other ", proj, " experts of ", module,
@@ -828,6 +870,17 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     for (const auto& name : impl->mapped[0].names()) impl->where[name] = 0;
   } else {
     throw IoError(detail::concat("checkpoint '", dir, "': no ", kSingleFile, " or ", kIndexFile));
+  }
+
+  // Shapes a TensorView cannot hold: the reader accepts any extents next to a zero one, but views
+  // count strides from the last dimension, so [0, 2^62, 2^62] would overflow them.
+  for (const auto& [name, i] : impl->where) {
+    int64_t count = 1;
+    for (int64_t d : impl->mapped[i].entry(name).shape)
+      if (d != 0 && __builtin_mul_overflow(count, d, &count))
+        throw IoError(detail::concat("'", impl->files[i], "': tensor '", name, "' has shape ",
+                                     shape_string(impl->mapped[i].entry(name).shape),
+                                     ", whose non-zero extents multiply past 2^63 (not representable)"));
   }
 
   // Config.

@@ -90,14 +90,23 @@ std::map<std::string, std::string> parse_metadata(const std::string& path, const
 }
 
 // Byte count of a tensor, or false when it does not fit in 64 bits.
+// Bytes of a tensor; false when the shape is not representable: the product of its non-zero extents
+// times the element size must fit in int64 (views compute strides and element counts in int64), even
+// when a zero extent makes the tensor empty.
 bool byte_count(const std::vector<int64_t>& shape, DType dtype, uint64_t* bytes) {
-  uint64_t n = dtype_size(dtype);
+  constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  uint64_t nonzero = dtype_size(dtype);
+  bool empty = false;
   for (int64_t extent : shape) {
     const auto e = static_cast<uint64_t>(extent);
-    if (e != 0 && n > std::numeric_limits<uint64_t>::max() / e) return false;
-    n *= e;
+    if (e == 0) {
+      empty = true;
+      continue;
+    }
+    if (nonzero > kMax / e) return false;
+    nonzero *= e;
   }
-  *bytes = n;
+  *bytes = empty ? 0 : nonzero;
   return true;
 }
 

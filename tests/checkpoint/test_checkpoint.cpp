@@ -202,6 +202,30 @@ class CheckpointTest : public ::testing::Test {
   }
   void write_index(const json& index) { std::ofstream(dir_ / "model.safetensors.index.json") << index.dump(); }
 
+  // A safetensors file written byte by byte (write_safetensors aligns tensors and refuses shapes a
+  // HostTensor cannot hold): {name, dtype, shape, begin}; each tensor's end follows from its shape.
+  struct RawTensor {
+    std::string name, dtype;
+    std::vector<int64_t> shape;
+    uint64_t begin;
+  };
+  static void write_raw_safetensors(const fs::path& path, const std::vector<RawTensor>& tensors,
+                                    const std::vector<uint8_t>& data) {
+    json header = json::object();
+    for (const auto& t : tensors) {
+      uint64_t bytes = t.dtype == "BF16" ? 2 : t.dtype == "F32" ? 4 : 1;
+      for (int64_t d : t.shape) bytes *= static_cast<uint64_t>(d);
+      header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {t.begin, t.begin + bytes}}};
+    }
+    std::string text = header.dump();
+    text.resize((text.size() + 7) / 8 * 8, ' ');  // the data buffer starts 8-byte aligned
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    const uint64_t n = text.size();
+    for (int i = 0; i < 8; ++i) f.put(static_cast<char>((n >> (8 * i)) & 0xff));
+    f << text;
+    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  }
+
   std::string io_error() {
     try {
       Checkpoint::open(dir_.string());
@@ -593,6 +617,69 @@ TEST_F(CheckpointTest, WeightTensorRules) {
   EXPECT_PROBLEM(ckpt, "model.layers.2.mlp.up_proj", "MIXED_PRECISION belongs at the top");
   EXPECT_PROBLEM(ckpt, "model.layers.3.mlp.up_proj", "group_size 16 does not match MXFP8 (32)");
   EXPECT_PROBLEM(ckpt, "model.layers.3.mlp.down_proj", "bias must be BF16/F16/F32 [N] = [64]");
+}
+
+// Found by fuzz_checkpoint: a zero-element weight passed the reader with any other extents, so
+// N / K came out as 0 (no rule saw a K = 0 up_proj next to its K = 256 gate_proj) or overflowed
+// int64 (IQ2_XS [0, 2^56, 74]: K = 2^56 * 256).
+TEST_F(CheckpointTest, EmptyWeightsAreProblems) {
+  add_weight("model.layers.0.mlp.gate_proj", Format::iq2_xs, 8, 256);
+  add_weight("model.layers.0.mlp.up_proj", Format::iq2_xs, 8, 256);
+  add("model.layers.0.mlp.up_proj.weight", HostTensor(DType::u8, {8, 0, 74}));
+  add_weight("model.layers.0.self_attn.q_proj", Format::nvfp4, 16, 32);
+  add("model.layers.0.self_attn.q_proj.weight", HostTensor(DType::u8, {0, 16}));
+  add("model.layers.0.self_attn.o_proj.weight", HostTensor(DType::bf16, {8, 0}));
+  write_config();
+  write_safetensors((dir_ / "model.safetensors").string(), views());
+  {
+    const Checkpoint ckpt = Checkpoint::open(dir_.string());
+    EXPECT_PROBLEM(ckpt, "model.layers.0.mlp.up_proj", "weight U8 [8, 0, 74] is empty");
+    EXPECT_PROBLEM(ckpt, "model.layers.0.self_attn.q_proj", "weight U8 [0, 16] is empty");
+    EXPECT_PROBLEM(ckpt, "model.layers.0.self_attn.o_proj", "weight BF16 [8, 0] is empty");
+    EXPECT_TRUE(ckpt.layer("model.layers.0.mlp.gate_proj").ok()) << problems_of(ckpt.layer("model.layers.0.mlp.gate_proj"));
+    expect_bad_argument([&] { ckpt.weight("model.layers.0.mlp.up_proj"); }, "model.layers.0.mlp.up_proj", {"is empty"});
+    expect_bad_argument([&] { ckpt.shard("model.layers.0.self_attn.o_proj", 0, 1); }, "model.layers.0.self_attn.o_proj",
+                        {"is empty"});
+  }
+  // K = 2^56 blocks * 256 would overflow int64; the zero N makes the tensor 0 bytes.
+  qc_["quantized_layers"]["model.layers.1.mlp.down_proj"] = ggml_entry(Format::iq2_xs);
+  write_config();
+  write_raw_safetensors(dir_ / "model.safetensors",
+                        {{"model.layers.1.mlp.down_proj.weight", "U8", {0, int64_t{1} << 56, 74}, 0}}, {});
+  const Checkpoint ckpt = Checkpoint::open(dir_.string());
+  EXPECT_PROBLEM(ckpt, "model.layers.1.mlp.down_proj", "is empty");
+  EXPECT_EQ(ckpt.layer("model.layers.1.mlp.down_proj").k, 0);
+}
+
+// Found by fuzz_checkpoint: the reader accepts a tensor at any byte offset, and a BF16 weight at an
+// odd one gave a WeightView whose typed reads (dequantize_weight, the CPU reference) were misaligned.
+TEST_F(CheckpointTest, MisalignedTensorsAreProblems) {
+  qc_ = nullptr;
+  write_config();
+  const std::vector<uint8_t> data(1 + 2 * 8 * 8, 0);
+  write_raw_safetensors(dir_ / "model.safetensors",
+                        {{"pad", "U8", {1}, 0}, {"model.layers.0.mlp.down_proj.weight", "BF16", {8, 8}, 1}}, data);
+  const Checkpoint ckpt = Checkpoint::open(dir_.string());
+  EXPECT_PROBLEM(ckpt, "model.layers.0.mlp.down_proj", "weight (BF16 [8, 8], data_offsets begin 1)",
+                 "not aligned to its 2-byte elements");
+  expect_bad_argument([&] { ckpt.weight("model.layers.0.mlp.down_proj"); }, "model.layers.0.mlp.down_proj",
+                      {"not aligned"});
+  // A correctly aligned copy of the same file is accepted (the writer aligns every tensor).
+  std::vector<std::pair<std::string, TensorView>> aligned;
+  HostTensor w(DType::bf16, {8, 8});
+  aligned.emplace_back("model.layers.0.mlp.down_proj.weight", w.view());
+  write_safetensors((dir_ / "model.safetensors").string(), aligned);
+  EXPECT_TRUE(Checkpoint::open(dir_.string()).ok());
+}
+
+// Found by fuzz_checkpoint: [0, 2^62, 2^62] is 0 bytes, so the reader accepts it, but a TensorView
+// of it overflows its strides. open() refuses such shapes.
+TEST_F(CheckpointTest, UnrepresentableShapesAreIoErrors) {
+  write_config();
+  write_raw_safetensors(dir_ / "model.safetensors", {{"x.weight", "U8", {0, int64_t{1} << 62, int64_t{1} << 62}, 0}}, {});
+  const std::string e = io_error();
+  EXPECT_NE(e.find("tensor 'x.weight' has shape [0, 4611686018427387904, 4611686018427387904]"), std::string::npos) << e;
+  EXPECT_NE(e.find("multiply past 2^63"), std::string::npos) << e;
 }
 
 TEST_F(CheckpointTest, IgnoredButListedIsAConflict) {

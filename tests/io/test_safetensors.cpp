@@ -179,6 +179,11 @@ TEST_F(SafetensorsTest, RejectsMalformedEntries) {
   EXPECT_NE(error_for(R"({"dtype":"U8","shape":[0],"data_offsets":[3,1]})", 3).find("begin after"), std::string::npos);
   EXPECT_NE(error_for(R"({"dtype":"U8","shape":[1]})", 1).find("data_offsets"), std::string::npos);
   EXPECT_NE(error_for(R"({"dtype":"U8","shape":[1],"data_offsets":[0]})", 1).find("two non-negative"), std::string::npos);
+  // Empty (a zero extent) but with non-zero extents whose product overflows int64: still too large
+  // (views count elements and strides in int64; found by fuzz_safetensors).
+  EXPECT_NE(error_for(R"({"dtype":"U8","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]})", 0)
+                .find("too large"),
+            std::string::npos);
   EXPECT_NE(error_for(R"({"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,1]})", 1).find("too large"),
             std::string::npos);
 }
