@@ -2,6 +2,8 @@
 # One call on the GPU machine: build, run the GPU tests (label `gpu`), run them again under
 # compute-sanitizer (memcheck, racecheck), then the benchmarks when they exist. Logs go to $OUT
 # (or ./gpu-out) so they come back with the call. Usage: scripts/gpu-check.sh [--no-sanitizer]
+# Env: BENCH_SUITES (default quick), BENCH_FILTER (a --filter regex), GPU_TEST_FILTER (ctest -R),
+# BUILD_TARGETS (space-separated; default: everything).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-$PWD/gpu-out}"
@@ -17,11 +19,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
 
 step "build"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-cmake --build build-gpu -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
+cmake --build build-gpu -j "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 echo "built"
 
 step "gpu tests"
-ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$out/gpu-tests.log" | tail -40
+ctest --test-dir build-gpu -L gpu ${GPU_TEST_FILTER:+-R "$GPU_TEST_FILTER"} --output-on-failure 2>&1 | tee "$out/gpu-tests.log" | tail -40
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 
 if ((sanitize)); then
@@ -41,7 +43,7 @@ fi
 
 if [[ -x build-gpu/b12x ]] && build-gpu/b12x bench --help >/dev/null 2>&1; then
   step "bench"
-  build-gpu/b12x bench --json "$out/bench.json" --csv "$out/bench.csv" --plot "$out/bench.png" 2>&1 \
+  build-gpu/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} --json "$out/bench.json" --csv "$out/bench.csv" --plot "$out/bench.png" 2>&1 \
     | tee "$out/bench.log" | tail -70
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi

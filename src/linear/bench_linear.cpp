@@ -21,6 +21,7 @@
 #include "bench/baselines.h"
 #include "bench/harness.h"
 #include "bench/suite.h"
+#include "bench/weights.h"
 #include "runtime/cuda_api.h"
 
 namespace b12x::bench {
@@ -34,55 +35,14 @@ const std::vector<Shape> kDefaultShapes = {{1, 28672, 8192},  {4, 28672, 8192}, 
 constexpr int kSampledRows = 64;
 constexpr double kTolerance = 1e-2;
 
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) | rd();
-}
-
-// Host quantization of a whole weight would take longer than the quick suite may, so a tile of rows
-// is made on the host and repeated down N on the device (a multiple of 128 rows, so fp8_block's
-// 128-row scale blocks repeat with it).
-int64_t tile_rows(int64_t n) { return n % 256 == 0 ? 256 : n % 128 == 0 ? 128 : n; }
-
-// Random floats with a different magnitude per row (2^-8 .. 2^4), so scales vary.
-HostTensor random_floats(std::mt19937_64& rng, int64_t rows, int64_t k) {
-  HostTensor w(DType::f32, {rows, k});
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> exponent(-8, 4);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float scale = std::ldexp(1.0f, exponent(rng));
-    for (int64_t c = 0; c < k; ++c) w.ptr<float>()[r * k + c] = normal(rng) * scale;
-  }
-  return w;
-}
-
-PackedWeight random_tile(Format f, int64_t rows, int64_t k, std::mt19937_64& rng) {
-  if (is_ggml_format(f)) {  // IQ2 has no quantizer; random valid blocks for every GGML codec
-    PackedWeight p = allocate_weight(f, rows, k);
-    ggml_random_blocks(f, p.data.view(), rng());
-    return p;
-  }
-  return quantize_weight(f, random_floats(rng, rows, k).view());
-}
-
-// One tensor of the tile, repeated `reps` times along its first dimension in device memory.
-TensorView upload_repeated(const TensorView& t, int64_t reps, DeviceBuffer& buf) {
-  buf = DeviceBuffer(t.nbytes() * static_cast<size_t>(reps));
-  buf.upload(t.data, t.nbytes());
-  replicate_prefix(buf.get(), t.nbytes(), buf.bytes());
-  std::vector<int64_t> shape = t.shape_vec();
-  shape[0] *= reps;
-  return TensorView(buf.get(), t.dtype, shape, Device::cuda(current_device()));
-}
-
 // cuBLAS BF16 at (M, N, K) on random BF16 data (a 256-row weight tile repeated on the device), timed
 // once per shape in a run: the same baseline serves every format.
 double cublas_baseline_us(Context& ctx, const Shape& s) {
   static std::map<std::tuple<int64_t, int64_t, int64_t>, double> measured;
   const auto key = std::make_tuple(s.m, s.n, s.k);
   if (auto it = measured.find(key); it != measured.end()) return it->second;
-  const uint64_t seed = fresh_seed();
-  const int64_t rows = tile_rows(s.n);
+  const uint64_t seed = random_seed();
+  const int64_t rows = weight_tile_rows(s.n);
   const auto wt = random_bf16(static_cast<size_t>(rows * s.k), seed);
   const auto xh = random_bf16(static_cast<size_t>(s.m * s.k), seed + 1);
   DeviceBuffer w(static_cast<size_t>(s.n * s.k) * 2), x(xh.size() * 2), y(static_cast<size_t>(s.m * s.n) * 2);
@@ -95,7 +55,7 @@ double cublas_baseline_us(Context& ctx, const Shape& s) {
   return measured[key] = t.median_us;
 }
 
-void bench_linear(Context& ctx, Format f, const Shape& s, Result& r) {
+void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::DecodeKernel kernel) {
   const int64_t m = s.m, n = s.n, k = s.k;
   linear::Caps caps;
   caps.format = f;
@@ -104,20 +64,19 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r) {
   caps.max_tokens = m;
   caps.act_dtype = DType::bf16;
   caps.out_dtype = DType::bf16;
+  caps.kernel = kernel;
   const linear::Plan plan = linear::plan(caps, ctx.stream());  // compiles on first use
   const linear::PlanPath& path = plan.path_for(m);
   r.path = path.name + " " + path.kernel->describe();
   r.flops = 2.0 * static_cast<double>(m * n * k);
 
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = random_seed();
   std::mt19937_64 rng(seed);
-  const int64_t rows = tile_rows(n), reps = n / rows;
-  const PackedWeight tile = random_tile(f, rows, k, rng);
-  DeviceBuffer data, scale;
-  WeightView w = tile.view();
-  w.n = n;
-  w.data = upload_repeated(tile.data.view(), reps, data);
-  if (!tile.scale.view().empty()) w.scale = upload_repeated(tile.scale.view(), reps, scale);
+  // Row magnitudes 2^-8 .. 2^4, so scales vary.
+  const DeviceWeight dw = random_device_weight(f, n, k, rng, RowExponents{-8, 4});
+  const PackedWeight& tile = dw.tile;
+  const int64_t rows = tile.n;
+  const WeightView w = dw.view;
 
   // Activations: N(0, 1) rounded to BF16.
   std::vector<uint16_t> xh(static_cast<size_t>(m * k));
@@ -127,7 +86,7 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r) {
   DeviceBuffer x(xh.size() * 2), y(static_cast<size_t>(m * n) * 2);
   x.upload(xh.data(), x.bytes());
   y.fill(0xFF);  // NaN poison: an unwritten element cannot pass
-  r.bytes = static_cast<double>(data.bytes() + scale.bytes() + x.bytes() + y.bytes());
+  r.bytes = static_cast<double>(dw.bytes() + x.bytes() + y.bytes());
 
   DeviceBuffer scratch(plan.scratch_bytes());  // none for the decode path; plans own the layout
   const linear::Binding binding =
@@ -170,14 +129,17 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r) {
   r.baseline_us = cublas_baseline_us(ctx, s);
 }
 
-std::vector<Case> linear_cases(const std::vector<Shape>& shapes) {
+std::vector<Case> linear_cases(const std::vector<Shape>& shapes, linear::DecodeKernel kernel) {
   std::vector<Case> cases;
-  for (const FormatInfo& info : all_formats())
+  for (const FormatInfo& info : all_formats()) {
+    // The gemv comparison suite: only the formats that automatic sends to the mma kernel.
+    if (kernel == linear::DecodeKernel::gemv && !linear::mma_supports(info.format, DType::bf16)) continue;
     for (const Shape& s : shapes.empty() ? kDefaultShapes : shapes) {
       const Format f = info.format;
-      cases.push_back({"linear", std::string(info.name), s.str(), Ceiling::none,
-                       [f, s](Context& ctx, Result& r) { bench_linear(ctx, f, s, r); }});
+      cases.push_back({kernel == linear::DecodeKernel::gemv ? "linear_gemv" : "linear", std::string(info.name), s.str(),
+                       Ceiling::none, [f, s, kernel](Context& ctx, Result& r) { bench_linear(ctx, f, s, r, kernel); }});
     }
+  }
   return cases;
 }
 
@@ -189,7 +151,20 @@ const SuiteRegistrar kLinear({.name = "linear",
                               .quick = true,
                               .takes_shapes = true,
                               .shape_use = "M (tokens, 1..16), N and K of the weight",
-                              .cases = linear_cases});
+                              .cases = [](const std::vector<Shape>& shapes) {
+                                return linear_cases(shapes, linear::DecodeKernel::automatic);
+                              }});
+
+const SuiteRegistrar kLinearGemv({.name = "linear_gemv",
+                                  .description = "the linear suite forced onto the CUDA-core gemv kernel, for the "
+                                                 "formats that the tensor-core mma kernel serves (comparison)",
+                                  .order = 16,
+                                  .quick = false,
+                                  .takes_shapes = true,
+                                  .shape_use = "M (tokens, 1..16), N and K of the weight",
+                                  .cases = [](const std::vector<Shape>& shapes) {
+                                    return linear_cases(shapes, linear::DecodeKernel::gemv);
+                                  }});
 
 }  // namespace
 }  // namespace b12x::bench

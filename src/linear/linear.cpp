@@ -1,6 +1,7 @@
-// GPU linear op (include/b12x/linear/linear.h): plan validates, picks a path per token bucket and
-// resolves its kernel (src/linear/kernels/gemv.cuh); bind checks the tensors and makes views without
-// touching CUDA; run only launches.
+// GPU linear op (include/b12x/linear/linear.h): plan validates, picks a path per token bucket (the
+// mma kernel, src/linear/kernels/mma.cuh, where it serves the format; else the gemv kernel,
+// src/linear/kernels/gemv.cuh) and resolves its kernel; bind checks the tensors and makes views
+// without touching CUDA; run only launches (both kernels take the same arguments).
 #include "b12x/linear/linear.h"
 
 #include <algorithm>
@@ -79,15 +80,6 @@ bool has_scale_tensor(Format f) {
 }
 size_t data_alignment(Format f) { return is_ggml_format(f) ? 2 : 16; }  // u16 loads / 16-byte loads
 
-void check_cuda(const TensorView& t, const std::string& name) {
-  B12X_CHECK_ARG(t.device.kind == DeviceKind::cuda, name, "must be a CUDA device tensor, got ", t.describe());
-}
-
-void check_same_device(const TensorView& t, const std::string& name, const TensorView& weight) {
-  B12X_CHECK_ARG(t.device == weight.device, name, "must be on the weight's device, got ", t.describe(),
-                 " with weight ", weight.describe());
-}
-
 KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
   const FormatInfo& info = checked_format(caps.format);
   KernelSpec s;
@@ -109,6 +101,64 @@ KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
   return s;
 }
 
+bool use_mma(const Caps& caps) {
+  if (caps.kernel == DecodeKernel::gemv) return false;
+  const bool ok = mma_supports(caps.format, caps.act_dtype);
+  if (caps.kernel == DecodeKernel::mma && !ok)
+    fail_unsupported("linear: the mma decode kernel does not serve ", format_info(caps.format).name, " weights with ",
+                     dtype_name(caps.act_dtype),
+                     " activations (it needs weights exact in the activation type: bf16/f16 of the same type, fp8, "
+                     "fp8_channel, fp8_block, mxfp8, nvfp4, mxfp4); use DecodeKernel::gemv or automatic");
+  return ok;
+}
+
+constexpr int kMmaTile = 16;  // output rows per warp group (the MMA's M)
+
+// Token tiles of 8 (the MMA's N) for a bucket.
+int mma_token_tiles(int64_t bucket) { return bucket <= 8 ? 1 : 2; }
+
+// Runs (32 K elements) per kernel step: device::mma_runs_per_step.
+int mma_runs_per_step(Format f) {
+  return f == Format::bf16 || f == Format::f16 ? 2 : 4;
+}
+
+KernelSpec make_mma_spec(const Caps& caps, int token_tiles) {
+  const FormatInfo& info = checked_format(caps.format);
+  KernelSpec s;
+  s.kernel = "linear.mma";
+  s.source = "linear/kernels/mma.cuh";
+  s.name_expression = "b12x::linear_mma_kernel<" + std::to_string(static_cast<int>(caps.format)) + ", " +
+                      std::to_string(token_tiles) + ", " + std::to_string(act_code(caps.act_dtype)) + ", " +
+                      std::to_string(out_code(caps.out_dtype)) + ">";
+  s.config = {{"format", std::string(info.name)},
+              {"tokens", std::to_string(8 * token_tiles)},
+              {"act", std::string(dtype_name(caps.act_dtype))},
+              {"out", std::string(dtype_name(caps.out_dtype))}};
+  s.archs = {"sm_90a", "sm_120a"};  // warp-level mma.sync only: SM120 has it too
+  s.max_registers = 128;            // __launch_bounds__(256, 2)
+  s.options = {"--ftz=false", "--fmad=true"};
+  return s;
+}
+
+// Warps per 16-row tile for the mma kernel: the smallest split that gives enough CTAs, while every
+// warp still gets two steps of K. One token tile (M <= 8): at least 8 CTAs per SM (several waves, so
+// the last partial wave costs little). Two token tiles: at least 3 per SM, because every CTA reads
+// all of x's K for its tiles (16 tokens x K x 2 bytes from L2): more CTAs, more x traffic (measured on
+// the H200: M = 16, 28672 x 8192 fp8 took 113 us with 448 CTAs and 171 us with 1792).
+int choose_mma_ksplit(const Caps& caps, int token_tiles, int sm_count) {
+  const int64_t tiles = (caps.n + kMmaTile - 1) / kMmaTile;
+  const int64_t steps = (caps.k / kRun + mma_runs_per_step(caps.format) - 1) / mma_runs_per_step(caps.format);
+  const int64_t target_ctas = (token_tiles == 1 ? 8 : 3) * static_cast<int64_t>(std::max(sm_count, 1));
+  int best = 1;
+  for (int s : {1, 2, 4, 8}) {
+    if (s > 1 && steps < 2 * s) break;
+    best = s;
+    const int64_t tiles_per_cta = kWarps / s;
+    if ((tiles + tiles_per_cta - 1) / tiles_per_cta >= target_ctas) break;
+  }
+  return best;
+}
+
 // Warps per row group (split-K inside the CTA): the smallest split giving at least 4 CTAs per SM, as
 // long as every lane of every slice still gets a run.
 int choose_ksplit(int64_t n, int64_t k, int rows, int sm_count) {
@@ -125,6 +175,20 @@ int choose_ksplit(int64_t n, int64_t k, int rows, int sm_count) {
 }
 
 }  // namespace
+
+bool mma_supports(Format format, DType act_dtype) {
+  switch (format) {
+    case Format::bf16: return act_dtype == DType::bf16;
+    case Format::f16: return act_dtype == DType::f16;
+    case Format::fp8_tensor:
+    case Format::fp8_channel:
+    case Format::fp8_block:
+    case Format::mxfp8:
+    case Format::nvfp4:
+    case Format::mxfp4: return act_dtype == DType::bf16 || act_dtype == DType::f16;
+    default: return false;
+  }
+}
 
 void validate_caps(const Caps& caps) {
   const FormatInfo& info = checked_format(caps.format);
@@ -152,6 +216,7 @@ void validate_caps(const Caps& caps) {
                  caps.n);
   B12X_CHECK_ARG(caps.n <= std::numeric_limits<int64_t>::max() / 4 / caps.k, "n", "N x K = ", caps.n, " x ", caps.k,
                  " is too large");
+  use_mma(caps);  // Unsupported when DecodeKernel::mma cannot serve the format
 }
 
 const PlanPath& Plan::path_for(int64_t m) const {
@@ -167,15 +232,26 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
   B12X_CHECK_ARG(tokens >= 1 && tokens <= caps.max_tokens, "tokens", "must be in [1, max_tokens = ", caps.max_tokens,
                  "], got ", tokens);
   const int64_t bucket = token_bucket(tokens);
+  const int sms = sm_count > 0 ? sm_count : kDefaultSmCount;
   PlanPath p;
   p.max_tokens = std::min(bucket, caps.max_tokens);
+  p.block = dim3(kThreads);
+  p.smem_bytes = 0;  // static shared memory only
+  if (use_mma(caps)) {
+    const int tiles = mma_token_tiles(bucket);
+    p.ksplit = choose_mma_ksplit(caps, tiles, sms);
+    p.spec = make_mma_spec(caps, tiles);
+    const int64_t rows_per_cta = static_cast<int64_t>(kWarps / p.ksplit) * kMmaTile;
+    p.grid = dim3(static_cast<unsigned>((caps.n + rows_per_cta - 1) / rows_per_cta));
+    p.name = detail::concat("decode.mma{tokens=", 8 * tiles, ", ksplit=", p.ksplit, ", grid=", p.grid.x, "x", kThreads,
+                            "}");
+    return p;
+  }
   p.rows_per_warp = rows_per_warp(caps.format, bucket);
-  p.ksplit = choose_ksplit(caps.n, caps.k, p.rows_per_warp, sm_count > 0 ? sm_count : kDefaultSmCount);
+  p.ksplit = choose_ksplit(caps.n, caps.k, p.rows_per_warp, sms);
   p.spec = make_spec(caps, bucket, p.rows_per_warp);
   const int64_t rows_per_cta = static_cast<int64_t>(kWarps / p.ksplit) * p.rows_per_warp;
   p.grid = dim3(static_cast<unsigned>((caps.n + rows_per_cta - 1) / rows_per_cta));
-  p.block = dim3(kThreads);
-  p.smem_bytes = 0;  // static shared memory only
   p.name = detail::concat("decode.gemv{m_bucket=", bucket, ", rows_per_warp=", p.rows_per_warp, ", ksplit=", p.ksplit,
                           ", grid=", p.grid.x, "x", kThreads, "}");
   return p;
@@ -183,8 +259,7 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
 
 KernelSpec kernel_spec(const Caps& caps) {
   validate_caps(caps);
-  const int64_t bucket = token_bucket(caps.max_tokens);
-  return make_spec(caps, bucket, rows_per_warp(caps.format, bucket));
+  return plan_path(caps, caps.max_tokens, kDefaultSmCount).spec;
 }
 
 std::vector<KernelSpec> kernel_specs(const Caps& caps) {
@@ -192,7 +267,8 @@ std::vector<KernelSpec> kernel_specs(const Caps& caps) {
   std::vector<KernelSpec> specs;
   for (int64_t b : kTokenBuckets) {
     if (b > token_bucket(caps.max_tokens)) break;
-    specs.push_back(make_spec(caps, b, rows_per_warp(caps.format, b)));
+    KernelSpec s = plan_path(caps, std::min(b, caps.max_tokens), kDefaultSmCount).spec;
+    if (specs.empty() || specs.back().name_expression != s.name_expression) specs.push_back(std::move(s));
   }
   return specs;
 }
@@ -209,6 +285,18 @@ std::vector<KernelSpec> all_kernel_specs() {
           caps.out_dtype = out;
           specs.push_back(make_spec(caps, b, rows_per_warp(info.format, b)));
         }
+  for (const auto& info : all_formats())
+    for (DType act : {DType::bf16, DType::f16}) {
+      if (!mma_supports(info.format, act)) continue;
+      for (int tiles : {1, 2})
+        for (DType out : {DType::bf16, DType::f16, DType::f32}) {
+          Caps caps;
+          caps.format = info.format;
+          caps.act_dtype = act;
+          caps.out_dtype = out;
+          specs.push_back(make_mma_spec(caps, tiles));
+        }
+    }
   return specs;
 }
 
@@ -239,38 +327,30 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
   B12X_CHECK_ARG(w.n == caps.n && w.k == caps.k, "w", "shape is [", w.n, ", ", w.k, "] but the plan was made for [",
                  caps.n, ", ", caps.k, "]");
   validate_weight(w);
-  check_cuda(w.data, "weight");
-  expect(w.data, "weight").aligned(data_alignment(w.format));
+  expect(w.data, "weight").on_cuda().aligned(data_alignment(w.format));
   if (has_scale_tensor(w.format)) {
-    check_cuda(w.scale, scale_name(w.format));
-    check_same_device(w.scale, scale_name(w.format), w.data);
+    expect(w.scale, scale_name(w.format)).on_cuda().same_device(w.data, "weight");
     if (w.scale.dtype == DType::f32) expect(w.scale, scale_name(w.format)).aligned(4);
   }
 
   // x [M, K]: 1 <= M <= max_tokens, rows contiguous, 16-byte aligned (16-byte loads; K % 32 == 0
   // keeps every row aligned too).
   expect(x, "x").present().dtype(caps.act_dtype).ndim(2).shape({-1, caps.k}).contiguous();
-  check_cuda(x, "x");
-  check_same_device(x, "x", w.data);
-  expect(x, "x").aligned(16);
+  expect(x, "x").on_cuda().same_device(w.data, "weight").aligned(16);
   const int64_t m = x.size(0);
   const PlanPath& path = plan.path_for(m);  // BadArgument 'x' when M is out of range
 
   if (caps.has_bias) {
     expect(bias, "bias").present().dtype(caps.bias_dtype).shape({caps.n}).contiguous();
     B12X_CHECK_ARG(!bias.empty(), "bias", "is required: the plan was made with a bias");
-    check_cuda(bias, "bias");
-    check_same_device(bias, "bias", w.data);
-    expect(bias, "bias").aligned(dtype_size(caps.bias_dtype));
+    expect(bias, "bias").on_cuda().same_device(w.data, "weight").aligned(dtype_size(caps.bias_dtype));
   } else {
     B12X_CHECK_ARG(bias.empty(), "bias", "was given, but the plan was made without a bias (caps.has_bias = false)");
   }
 
   expect(y, "y").present().dtype(caps.out_dtype).shape({m, caps.n}).contiguous();
   B12X_CHECK_ARG(!y.empty(), "y", "is required but was not given");
-  check_cuda(y, "y");
-  check_same_device(y, "y", w.data);
-  expect(y, "y").aligned(dtype_size(caps.out_dtype));
+  expect(y, "y").on_cuda().same_device(w.data, "weight").aligned(dtype_size(caps.out_dtype));
 
   Binding b;
   b.plan = &plan;

@@ -4,9 +4,13 @@
 // poisoned with 0xFF (NaN) first, compared with reference_linear (a16, float64 accumulation) on the
 // host: every element written and finite, relative L2 error <= 1e-2 (BF16 / FP16 out) or 1e-5 (FP32
 // out), cosine >= 0.9999. Plus every act x out pair once, a large split-K shape, host tensors rejected
-// by bind, and a captured CUDA graph replayed with new x contents without compiling.
+// by bind, and a captured CUDA graph replayed with new x contents without compiling. Formats the mma
+// kernel serves run through both kernels. The mma kernel's conversions are checked bit-exactly with
+// one-hot activations (y = one weight column, every code and scale byte), and E4M3 NaN codes must
+// turn exactly their rows into NaN.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,86 +26,21 @@
 #include "b12x/runtime/device.h"
 #include "b12x/runtime/jit.h"
 #include "runtime/cuda_api.h"
+#include "support/device.h"
+#include "support/errors.h"
+#include "support/weights.h"
 
 namespace b12x {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Device memory
-
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes_) B12X_CUDA_CHECK(cudaMalloc(&p_, bytes_));
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  ~DeviceBuffer() {
-    if (p_) cudaFree(p_);
-  }
-
-  void* get() const { return p_; }
-  size_t bytes() const { return bytes_; }
-  void upload(const void* src, size_t n) { B12X_CUDA_CHECK(cudaMemcpy(p_, src, n, cudaMemcpyHostToDevice)); }
-  void fill(int byte) { B12X_CUDA_CHECK(cudaMemset(p_, byte, bytes_)); }
-  std::vector<uint8_t> download() const {
-    std::vector<uint8_t> host(bytes_);
-    B12X_CUDA_CHECK(cudaMemcpy(host.data(), p_, bytes_, cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-Device this_device() { return Device::cuda(current_device()); }
-
-// A host tensor copied to the device, and its device view.
-struct DeviceTensor {
-  DeviceBuffer buf;
-  TensorView view;
-  DeviceTensor() = default;
-  explicit DeviceTensor(const TensorView& host) : buf(host.nbytes()) {
-    buf.upload(host.data, host.nbytes());
-    view = host;
-    view.data = buf.get();
-    view.device = this_device();
-  }
-};
-
-struct DeviceWeight {
-  DeviceBuffer data, scale;
-  WeightView view;
-  explicit DeviceWeight(const PackedWeight& p) {
-    view = p.view();
-    data = DeviceBuffer(p.data.nbytes());
-    data.upload(p.data.view().data, p.data.nbytes());
-    view.data.data = data.get();
-    view.data.device = this_device();
-    if (!p.scale.view().empty()) {
-      scale = DeviceBuffer(p.scale.nbytes());
-      scale.upload(p.scale.view().data, p.scale.nbytes());
-      view.scale.data = scale.get();
-      view.scale.device = this_device();
-    }
-  }
-};
+using test::DeviceBuffer;
+using test::DeviceTensor;
+using test::DeviceWeight;
+using test::fresh_seed;
+using test::this_device;
 
 // ---------------------------------------------------------------------------------------------
 // Test data and the host oracle
-
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) | rd();
-}
 
 // Float weights: per-row magnitude 2^[-4, 2] (outputs stay well inside FP16 range), zeros and -0.
 HostTensor random_floats(std::mt19937_64& rng, int64_t n, int64_t k) {
@@ -233,18 +172,140 @@ TEST_F(LinearGpu, EveryFormatAndTokenCountMatchesReference) {
     const linear::Caps caps = make_caps(info.format, 300, small_k(info.format), 16, act, out, has_bias,
                                         bias_dtypes[i % 3]);
     ++i;
-    const linear::Plan plan = linear::plan(caps);  // one plan serves every M <= 16
-    ASSERT_EQ(plan.paths.size(), 5u);
     const PackedWeight p = random_weight(info.format, caps.n, caps.k, rng);
     const DeviceWeight w(p);
     const HostTensor bias = random_tensor(rng, caps.bias_dtype, {caps.n});
-    for (int64_t m : {1, 2, 3, 4, 8, 16}) {
-      const HostTensor x = random_tensor(rng, act, {m, caps.k});
-      const std::vector<uint8_t> y = run_on_device(plan, x, w, has_bias ? &bias : nullptr);
-      expect_matches_reference(y, out, x.view(), p, has_bias ? bias.view() : TensorView{},
-                               label(caps, m) + " via " + plan.path_for(m).name);
+    for (auto kernel : {linear::DecodeKernel::automatic, linear::DecodeKernel::gemv}) {
+      if (kernel == linear::DecodeKernel::gemv && !linear::mma_supports(caps.format, act)) continue;  // done
+      linear::Caps c = caps;
+      c.kernel = kernel;
+      const linear::Plan plan = linear::plan(c);  // one plan serves every M <= 16
+      ASSERT_EQ(plan.paths.size(), 5u);
+      const bool mma = linear::mma_supports(caps.format, act) && kernel == linear::DecodeKernel::automatic;
+      EXPECT_EQ(plan.paths.back().name.rfind(mma ? "decode.mma{" : "decode.gemv{", 0), 0u) << plan.paths.back().name;
+      for (int64_t m : {1, 2, 3, 4, 8, 16}) {
+        const HostTensor x = random_tensor(rng, act, {m, caps.k});
+        const std::vector<uint8_t> y = run_on_device(plan, x, w, has_bias ? &bias : nullptr);
+        expect_matches_reference(y, out, x.view(), p, has_bias ? bias.view() : TensorView{},
+                                 label(caps, m) + " via " + plan.path_for(m).name);
+      }
     }
   }
+}
+
+// Raw random codes in every byte of data and scales (E4M3 NaN codes replaced by 0; scales as the
+// format allows), for the one-hot exactness test.
+PackedWeight random_codes(Format f, int64_t n, int64_t k, std::mt19937_64& rng) {
+  PackedWeight p = allocate_weight(f, n, k);
+  const bool e4m3 = f == Format::fp8_tensor || f == Format::fp8_channel || f == Format::fp8_block || f == Format::mxfp8;
+  uint8_t* d = static_cast<uint8_t*>(p.data.view().data);
+  for (size_t i = 0; i < p.data.nbytes(); ++i) {
+    uint8_t b = static_cast<uint8_t>(rng());
+    if (e4m3 && (b & 0x7F) == 0x7F) b = 0;
+    d[i] = b;
+  }
+  if (f == Format::bf16 || f == Format::f16) {  // no NaN / Inf weights: they would poison whole rows
+    for (size_t i = 0; i < p.data.nbytes(); i += 2)
+      if (f == Format::bf16 ? (d[i + 1] & 0x7F) == 0x7F && (d[i] & 0x80) : (d[i + 1] & 0x7C) == 0x7C) d[i + 1] ^= 0x40;
+  }
+  if (!p.scale.view().empty()) {
+    uint8_t* s = static_cast<uint8_t*>(p.scale.view().data);
+    const int64_t count = p.scale.view().numel();
+    for (int64_t i = 0; i < count; ++i) {
+      if (p.scale.view().dtype == DType::f32) {
+        std::uniform_int_distribution<int> e(-12, 12);
+        const float v = std::ldexp(1.0f + static_cast<float>(rng() % 4096) / 4096.0f, e(rng));
+        std::memcpy(s + 4 * i, &v, 4);
+      } else {
+        uint8_t b = static_cast<uint8_t>(rng());
+        if (f == Format::nvfp4 && (b & 0x7F) == 0x7F) b = 0x38;  // E4M3 NaN -> 1.0
+        // UE8M0: NaN (255) and scales whose decoded weights overflow FP32 (see linear/kernels/mma.cuh)
+        if (f != Format::nvfp4 && b > 240) b = static_cast<uint8_t>(b - 128);
+        s[i] = b;
+      }
+    }
+  }
+  p.scale2 = 1.37f;
+  return p;
+}
+
+TEST_F(LinearGpu, MmaGivesEveryWeightExactlyWithOneHotActivations) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 40, k = 352;  // a partial 16-row tile; 11 runs: partial steps of every format
+  for (const auto& info : all_formats())
+    for (DType act : {DType::bf16, DType::f16}) {
+      if (!linear::mma_supports(info.format, act)) continue;
+      linear::Caps caps = make_caps(info.format, n, k, 16, act, DType::f32, false, DType::bf16);
+      caps.kernel = linear::DecodeKernel::mma;
+      const linear::Plan plan = linear::plan(caps);
+      const PackedWeight p = random_codes(info.format, n, k, rng);
+      const DeviceWeight w(p);
+      // y[t, :] = column k0 + t of the decoded weight (times the tensor scale).
+      for (int64_t m : {16, 5})
+        for (int64_t k0 = 0; k0 < k; k0 += m) {
+          const int64_t rows = std::min(m, k - k0);
+          HostTensor x(act, {rows, k});
+          std::memset(x.view().data, 0, x.nbytes());
+          for (int64_t t = 0; t < rows; ++t) store_f32(x.view().data, act, t * k + k0 + t, 1.0f);
+          const std::vector<uint8_t> y = run_on_device(plan, x, w, nullptr);
+          HostTensor ref(DType::f64, {rows, n});
+          reference_linear({x.view(), p.view(), ActMode::a16, 1.0f, TensorView{}, ref.view()});
+          int bad = 0;
+          for (int64_t i = 0; i < rows * n && bad < 5; ++i) {
+            const float want = static_cast<float>(ref.ptr<double>()[i]);
+            float got;
+            std::memcpy(&got, y.data() + 4 * i, 4);
+            if (std::memcmp(&got, &want, 4) != 0 && !(std::isnan(got) && std::isnan(want))) {
+              ++bad;
+              ADD_FAILURE() << label(caps, rows) << " column " << k0 + i / n << " row " << i % n << ": got " << got
+                            << " want " << want;
+            }
+          }
+          if (bad) return;
+        }
+    }
+}
+
+TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 48, k = 512, m = 3;
+  for (Format f : {Format::fp8_tensor, Format::fp8_channel, Format::fp8_block, Format::mxfp8})
+    for (DType act : {DType::bf16, DType::f16}) {
+      linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
+      caps.kernel = linear::DecodeKernel::mma;
+      const linear::Plan plan = linear::plan(caps);
+      const PackedWeight clean = random_weight(f, n, k, rng);
+      PackedWeight poisoned = random_weight(f, n, k, rng);
+      std::memcpy(poisoned.data.view().data, clean.data.view().data, clean.data.nbytes());
+      if (!clean.scale.view().empty())
+        std::memcpy(poisoned.scale.view().data, clean.scale.view().data, clean.scale.nbytes());
+      poisoned.scale2 = clean.scale2;
+      uint8_t* d = static_cast<uint8_t*>(poisoned.data.view().data);
+      const int64_t nan_rows[] = {7, 20, 47};
+      d[7 * k + 13] = 0x7F;
+      d[20 * k + 300] = 0xFF;
+      d[47 * k + 511] = 0x7F;
+      const HostTensor x = random_tensor(rng, act, {m, k});
+      const std::vector<uint8_t> y_clean = run_on_device(plan, x, DeviceWeight(clean), nullptr);
+      const std::vector<uint8_t> y_nan = run_on_device(plan, x, DeviceWeight(poisoned), nullptr);
+      for (int64_t t = 0; t < m; ++t)
+        for (int64_t r = 0; r < n; ++r) {
+          const bool nan_row = r == nan_rows[0] || r == nan_rows[1] || r == nan_rows[2];
+          float a, b;
+          std::memcpy(&a, y_clean.data() + 4 * (t * n + r), 4);
+          std::memcpy(&b, y_nan.data() + 4 * (t * n + r), 4);
+          if (nan_row) {
+            EXPECT_TRUE(std::isnan(b)) << label(caps, m) << " token " << t << " row " << r;
+          } else {
+            EXPECT_EQ(std::memcmp(&a, &b, 4), 0) << label(caps, m) << " token " << t << " row " << r;
+            EXPECT_TRUE(std::isfinite(a)) << label(caps, m) << " token " << t << " row " << r;
+          }
+        }
+    }
 }
 
 TEST_F(LinearGpu, EveryActivationAndOutputDtype) {
@@ -267,14 +328,16 @@ TEST_F(LinearGpu, LargeShapeWithSplitKMatchesReference) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (Format f : {Format::nvfp4, Format::q8_0}) {
-    const linear::Caps caps = make_caps(f, 4096, 14336, 4, DType::bf16, DType::bf16, false, DType::bf16);
+  for (Format f : {Format::nvfp4, Format::q8_0, Format::fp8_block, Format::mxfp8}) {
+    const linear::Caps caps = make_caps(f, 4096, 14336, 16, DType::bf16, DType::bf16, false, DType::bf16);
     const linear::Plan plan = linear::plan(caps);
     const PackedWeight p = random_weight(f, caps.n, caps.k, rng);
     const DeviceWeight w(p);
-    const HostTensor x = random_tensor(rng, DType::bf16, {4, caps.k});
-    expect_matches_reference(run_on_device(plan, x, w, nullptr), DType::bf16, x.view(), p, TensorView{},
-                             label(caps, 4) + " via " + plan.path_for(4).name);
+    for (int64_t m : {4, 16}) {
+      const HostTensor x = random_tensor(rng, DType::bf16, {m, caps.k});
+      expect_matches_reference(run_on_device(plan, x, w, nullptr), DType::bf16, x.view(), p, TensorView{},
+                               label(caps, m) + " via " + plan.path_for(m).name);
+    }
   }
 }
 
@@ -287,18 +350,12 @@ TEST_F(LinearGpu, BindRejectsHostTensors) {
   const HostTensor bias = random_tensor(rng, DType::f32, {64});
   HostTensor y(DType::bf16, {2, 64});
   DeviceTensor dx(x.view()), dbias(bias.view()), dy(y.view());
-  auto expect_names = [](const std::function<void()>& f, const std::string& arg) {
-    try {
-      f();
-      ADD_FAILURE() << "expected BadArgument naming '" << arg << "'";
-    } catch (const BadArgument& e) {
-      EXPECT_EQ(e.argument(), arg) << e.what();
-    }
-  };
-  expect_names([&] { linear::bind(plan, Scratch{}, dx.view, p.view(), dbias.view, dy.view); }, "weight");
-  expect_names([&] { linear::bind(plan, Scratch{}, x.view(), w.view, dbias.view, dy.view); }, "x");
-  expect_names([&] { linear::bind(plan, Scratch{}, dx.view, w.view, bias.view(), dy.view); }, "bias");
-  expect_names([&] { linear::bind(plan, Scratch{}, dx.view, w.view, dbias.view, y.view()); }, "y");
+
+  test::expect_bad_argument([&] { linear::bind(plan, Scratch{}, dx.view, p.view(), dbias.view, dy.view); }, "weight");
+  test::expect_bad_argument([&] { linear::bind(plan, Scratch{}, x.view(), w.view, dbias.view, dy.view); }, "x");
+  test::expect_bad_argument([&] { linear::bind(plan, Scratch{}, dx.view, w.view, bias.view(), dy.view); }, "bias");
+  test::expect_bad_argument([&] { linear::bind(plan, Scratch{}, dx.view, w.view, dbias.view, y.view()); }, "y",
+                            {"must be a CUDA device tensor"});
   EXPECT_NO_THROW(linear::bind(plan, Scratch{}, dx.view, w.view, dbias.view, dy.view));
 }
 

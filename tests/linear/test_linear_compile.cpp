@@ -131,12 +131,6 @@ Agreement agreement(const std::vector<double>& got, const std::vector<double>& r
 
 double tolerance(DType out) { return out == DType::f32 ? 1e-5 : 1e-2; }
 
-std::string spec_label(const KernelSpec& s) {
-  std::string label;
-  for (const auto& [k, v] : s.config) label += (label.empty() ? "" : "_") + v;
-  return label;
-}
-
 linear::Caps make_caps(Format f, int64_t n, int64_t k, int64_t max_tokens, DType act = DType::bf16,
                        DType out = DType::bf16, bool bias = false, DType bias_dtype = DType::bf16) {
   linear::Caps c;
@@ -151,34 +145,83 @@ linear::Caps make_caps(Format f, int64_t n, int64_t k, int64_t max_tokens, DType
   return c;
 }
 
+linear::Caps with_kernel(linear::Caps c, linear::DecodeKernel kernel) {
+  c.kernel = kernel;
+  return c;
+}
+
+// Formats x activation dtypes the mma kernel serves.
+size_t mma_combinations() {
+  size_t n = 0;
+  for (const auto& info : all_formats())
+    for (DType act : {DType::bf16, DType::f16}) n += linear::mma_supports(info.format, act) ? 1 : 0;
+  return n;
+}
+
 // ---------------------------------------------------------------------------------------------
 // LinearCompile: configurations
 
 TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   const auto specs = linear::all_kernel_specs();
-  EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3);
+  // gemv: formats x 5 buckets x 2 act x 3 out; mma: served (format, act) x 2 token tiles x 3 out.
+  EXPECT_EQ(mma_combinations(), 14u);  // bf16/bf16, f16/f16, and 6 formats x 2 act
+  EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + mma_combinations() * 2 * 3);
   std::set<std::string> names;
+  size_t mma = 0;
   for (const auto& s : specs) {
-    EXPECT_EQ(s.kernel, "linear.gemv");
-    EXPECT_EQ(s.source, "linear/kernels/gemv.cuh");
+    if (s.kernel == "linear.mma") {
+      ++mma;
+      EXPECT_EQ(s.source, "linear/kernels/mma.cuh");
+      EXPECT_EQ(s.max_registers, 128);
+    } else {
+      EXPECT_EQ(s.kernel, "linear.gemv");
+      EXPECT_EQ(s.source, "linear/kernels/gemv.cuh");
+    }
     EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a", "sm_120a"}));
     EXPECT_GT(s.max_registers, 0);
     EXPECT_TRUE(names.insert(s.name_expression).second) << "duplicate " << s.name_expression;
   }
-  // Every spec a plan can resolve is registered (CI compiles exactly these).
+  EXPECT_EQ(mma, mma_combinations() * 2 * 3);
+  // Every spec a plan can resolve, with either kernel, is registered (CI compiles exactly these).
   for (const auto& info : all_formats())
     for (int64_t t = 1; t <= 16; ++t)
       for (DType act : {DType::bf16, DType::f16})
         for (DType out : {DType::bf16, DType::f16, DType::f32})
-          for (const auto& s : linear::kernel_specs(make_caps(info.format, 300, 256 * 3, t, act, out, t % 2 == 0)))
-            EXPECT_TRUE(names.count(s.name_expression)) << s.describe();
+          for (auto kernel : {linear::DecodeKernel::automatic, linear::DecodeKernel::gemv}) {
+            const auto caps = with_kernel(make_caps(info.format, 300, 256 * 3, t, act, out, t % 2 == 0), kernel);
+            for (const auto& s : linear::kernel_specs(caps)) EXPECT_TRUE(names.count(s.name_expression)) << s.describe();
+          }
+}
+
+TEST(LinearCompile, AutomaticPicksMmaWhereItServesTheFormat) {
+  for (const auto& info : all_formats())
+    for (DType act : {DType::bf16, DType::f16}) {
+      const auto caps = make_caps(info.format, 4096, 4096, 16, act);
+      const bool mma = linear::mma_supports(info.format, act);
+      EXPECT_EQ(linear::kernel_spec(caps).kernel, mma ? "linear.mma" : "linear.gemv") << info.name;
+      EXPECT_EQ(linear::kernel_spec(with_kernel(caps, linear::DecodeKernel::gemv)).kernel, "linear.gemv");
+      if (mma) {
+        EXPECT_EQ(linear::kernel_spec(with_kernel(caps, linear::DecodeKernel::mma)).kernel, "linear.mma");
+      } else {
+        try {
+          linear::kernel_spec(with_kernel(caps, linear::DecodeKernel::mma));
+          ADD_FAILURE() << "mma accepted " << info.name << " with " << dtype_name(act);
+        } catch (const Unsupported& e) {
+          EXPECT_NE(std::string(e.what()).find("mma decode kernel does not serve"), std::string::npos) << e.what();
+        }
+      }
+    }
+  EXPECT_FALSE(linear::mma_supports(Format::bf16, DType::f16));
+  EXPECT_FALSE(linear::mma_supports(Format::f16, DType::bf16));
+  EXPECT_FALSE(linear::mma_supports(Format::q8_0, DType::bf16));
+  EXPECT_TRUE(linear::mma_supports(Format::nvfp4, DType::f16));
 }
 
 TEST(LinearCompile, TokenBucketsMapToOneSpecEach) {
-  // kernel_specs(max_tokens) = one spec per bucket up to max_tokens's; kernel_spec = the last one.
+  // gemv: kernel_specs(max_tokens) = one spec per bucket up to max_tokens's; kernel_spec = the last.
   const std::vector<size_t> expected_count = {0, 1, 2, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5};
   for (int64_t t = 1; t <= 16; ++t) {
-    const linear::Caps caps = make_caps(Format::nvfp4, 4096, 14336, t);
+    const linear::Caps caps = with_kernel(make_caps(Format::nvfp4, 4096, 14336, t), linear::DecodeKernel::gemv);
     const auto specs = linear::kernel_specs(caps);
     ASSERT_EQ(specs.size(), expected_count[t]) << "max_tokens " << t;
     EXPECT_EQ(specs.back().name_expression, linear::kernel_spec(caps).name_expression);
@@ -187,9 +230,18 @@ TEST(LinearCompile, TokenBucketsMapToOneSpecEach) {
                                            ", act=bf16, out=bf16, rows_per_warp=" +
                                            std::to_string(bucket == 16 ? 1 : 2) + "}");
     // Token counts of one bucket give one spec; the bias and the shape give no new spec.
-    EXPECT_EQ(linear::kernel_spec(make_caps(Format::nvfp4, 300, 256, bucket, DType::bf16, DType::bf16, true,
-                                            DType::f32)).name_expression,
+    EXPECT_EQ(linear::kernel_spec(with_kernel(make_caps(Format::nvfp4, 300, 256, bucket, DType::bf16, DType::bf16,
+                                                        true, DType::f32),
+                                              linear::DecodeKernel::gemv))
+                  .name_expression,
               specs.back().name_expression);
+  }
+  // mma: one kernel for 1..8 tokens, a second for 9..16.
+  for (int64_t t = 1; t <= 16; ++t) {
+    const auto specs = linear::kernel_specs(make_caps(Format::nvfp4, 4096, 14336, t));
+    ASSERT_EQ(specs.size(), t <= 8 ? 1u : 2u) << "max_tokens " << t;
+    EXPECT_EQ(specs.back().describe(),
+              "linear.mma{format=nvfp4, tokens=" + std::string(t <= 8 ? "8" : "16") + ", act=bf16, out=bf16}");
   }
 }
 
@@ -207,33 +259,28 @@ TEST(LinearCompile, PlanPathsCoverTheirTokensAndSplitKOnlyForSmallN) {
     EXPECT_NE(p.name.find("decode.gemv{m_bucket="), std::string::npos) << p.name;
   }
   EXPECT_EQ(maxima, (std::vector<int64_t>{1, 2, 4, 5}));
-  // Large N: no split; small N: split K so that the grid fills the GPU; tiny K: no split (idle lanes).
-  EXPECT_EQ(linear::plan_path(make_caps(Format::nvfp4, 28672, 8192, 1), 1, 132).ksplit, 1);
-  EXPECT_GT(linear::plan_path(make_caps(Format::nvfp4, 4096, 14336, 1), 1, 132).ksplit, 1);
-  EXPECT_EQ(linear::plan_path(make_caps(Format::nvfp4, 64, 32, 1), 1, 132).ksplit, 1);
-  EXPECT_EQ(linear::plan_path(make_caps(Format::nvfp4, 64, 1 << 16, 1), 1, 132).ksplit, 8);
-}
-
-class LinearCompileConfig : public testing::TestWithParam<size_t> {};
-
-TEST_P(LinearCompileConfig, CompilesForEveryArchWithoutSpills) {
-  const KernelSpec spec = linear::all_kernel_specs().at(GetParam());
-  for (const auto& arch : spec.archs) {
-    const CompiledCubin c = compile_kernel(spec, arch);
-    EXPECT_GT(c.cubin.size(), 0u) << arch;
-    EXPECT_NE(c.lowered_name.find("linear_gemv_kernel"), std::string::npos) << c.lowered_name;
-    EXPECT_EQ(c.spill_bytes, 0) << spec.describe() << " " << arch << "\n" << c.log;
-    EXPECT_GT(c.registers, 0) << c.log;
-    EXPECT_LE(c.registers, spec.max_registers) << spec.describe() << " " << arch << "\n" << c.log;
-    std::printf("[linear] %-80s %-8s %3d registers, %.3f s\n", spec.describe().c_str(), arch.c_str(), c.registers,
-                c.seconds);
+  // gemv. Large N: no split; small N: split K so that the grid fills the GPU; tiny K: no split.
+  auto gemv = [](linear::Caps c) { return with_kernel(c, linear::DecodeKernel::gemv); };
+  EXPECT_EQ(linear::plan_path(gemv(make_caps(Format::nvfp4, 28672, 8192, 1)), 1, 132).ksplit, 1);
+  EXPECT_GT(linear::plan_path(gemv(make_caps(Format::nvfp4, 4096, 14336, 1)), 1, 132).ksplit, 1);
+  EXPECT_EQ(linear::plan_path(gemv(make_caps(Format::nvfp4, 64, 32, 1)), 1, 132).ksplit, 1);
+  EXPECT_EQ(linear::plan_path(gemv(make_caps(Format::nvfp4, 64, 1 << 16, 1)), 1, 132).ksplit, 8);
+  // mma: 16-row tiles, 8 / ksplit per CTA; at least 8 (M <= 8) or 3 (M <= 16) CTAs per SM.
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{28672, 8192}, {4096, 14336}, {64, 32}, {100, 1 << 16}}) {
+    const linear::PlanPath p = linear::plan_path(make_caps(Format::mxfp4, n, k, 16), 16, 132);
+    EXPECT_NE(p.name.find("decode.mma{tokens=16"), std::string::npos) << p.name;
+    const int64_t rows_per_cta = (8 / p.ksplit) * 16;
+    EXPECT_EQ(p.grid.x, static_cast<unsigned>((n + rows_per_cta - 1) / rows_per_cta)) << n;
   }
+  EXPECT_EQ(linear::plan_path(make_caps(Format::mxfp4, 28672, 8192, 1), 1, 132).ksplit, 8);  // 1792 CTAs
+  EXPECT_EQ(linear::plan_path(make_caps(Format::mxfp4, 57344, 8192, 1), 1, 132).ksplit, 4);
+  EXPECT_EQ(linear::plan_path(make_caps(Format::mxfp4, 28672, 8192, 16), 16, 132).ksplit, 2);  // 448 CTAs
+  EXPECT_EQ(linear::plan_path(make_caps(Format::mxfp4, 4096, 14336, 1), 1, 132).ksplit, 8);
+  EXPECT_EQ(linear::plan_path(make_caps(Format::mxfp4, 64, 32, 1), 1, 132).ksplit, 1);  // one step of K
 }
 
-INSTANTIATE_TEST_SUITE_P(LinearCompile, LinearCompileConfig, testing::Range<size_t>(0, linear::all_kernel_specs().size()),
-                         [](const testing::TestParamInfo<size_t>& info) {
-                           return spec_label(linear::all_kernel_specs().at(info.param));
-                         });
+// Every configuration is compiled for every arch (no spills, register caps) by the registry test,
+// tests/runtime/test_jit.cpp (Jit.EveryRegisteredKernelCompiles).
 
 // ---------------------------------------------------------------------------------------------
 // LinearCompile: argument errors without a GPU
@@ -511,7 +558,7 @@ TEST(LinearKernelHost, PieceDecodersEqualDecodeWeightRunOnEveryCode) {
 
 // The kernel on the CPU: the grid of CTAs, each warp's lanes (gemv_task + gemv_lane_partial), the
 // butterfly (lane i adds lane i ^ off, as __shfl_xor_sync), the shared-memory slice sums in slice
-// order and gemv_finish. y: [m, n] of out_dtype, pre-filled with poison.
+// order and linear_finish. y: [m, n] of out_dtype, pre-filled with poison.
 template <int F, int kM, int kAct, int kOut, int kRows>
 void emulate_kernel(const linear::PlanPath& path, const TensorView& x, int m, const WeightView& w, const TensorView& bias,
                     int bias_code, void* y) {
@@ -549,7 +596,7 @@ void emulate_kernel(const linear::PlanPath& path, const TensorView& x, int m, co
         if (t >= m || row >= w.n) continue;
         float v = partial[warp][i];
         for (int s = 1; s < ksplit; ++s) v += partial[warp + s][i];
-        dev::gemv_finish<F, kOut>(v, w.scale2, bias.ptr<const unsigned char>(), bias_code, row,
+        dev::linear_finish<F, kOut>(v, w.scale2, bias.ptr<const unsigned char>(), bias_code, row,
                                   static_cast<unsigned char*>(y), static_cast<long long>(t) * w.n + row);
       }
     }
@@ -592,8 +639,10 @@ void emulate(const linear::Caps& caps, const linear::PlanPath& path, const Tenso
   });
 }
 
-// Emulated kernel vs reference_linear (f64) on one configuration; forced_ksplit > 0 overrides the plan.
-void check_emulation(const linear::Caps& caps, int64_t m, std::mt19937_64& rng, int forced_ksplit = 0) {
+// Emulated gemv kernel vs reference_linear (f64) on one configuration; forced_ksplit > 0 overrides the
+// plan. (The mma kernel's tensor-core MMAs have no host emulation: tests/linear/linear_gpu.cpp.)
+void check_emulation(const linear::Caps& gemv_caps, int64_t m, std::mt19937_64& rng, int forced_ksplit = 0) {
+  const linear::Caps caps = with_kernel(gemv_caps, linear::DecodeKernel::gemv);
   const std::string what = std::string(format_info(caps.format).name) + " M=" + std::to_string(m) + " N=" +
                            std::to_string(caps.n) + " K=" + std::to_string(caps.k) + " act=" +
                            std::string(dtype_name(caps.act_dtype)) + " out=" + std::string(dtype_name(caps.out_dtype)) +

@@ -3,8 +3,15 @@
 // formats/weight.h), FP32 accumulation and a BF16 / FP16 / FP32 output. The CPU spec is
 // reference_linear(act = a16) (linear/reference.h).
 //
-// Today the op has its decode path: M = 1..16 tokens, served by a weight-streaming GEMV kernel
-// (src/linear/kernels/gemv.cuh) that decodes every weight element exactly once, in registers.
+// Today the op has its decode path: M = 1..16 tokens, served by one of two weight-streaming kernels
+// that decode every weight element exactly once, in registers:
+//  * mma  (src/linear/kernels/mma.cuh): tensor cores (mma.sync m16n8k16, FP32 accumulation), the
+//    weights converted exactly to the activations' 16-bit type; for BF16/F16 (same type as x), FP8
+//    (tensor, channel, 128x128 block), MXFP8, NVFP4 and MXFP4 weights. Hopper has no FP4 tensor
+//    cores: FP4 codes become BF16/F16 in registers (device/pack16.cuh).
+//  * gemv (src/linear/kernels/gemv.cuh): CUDA-core FMAs in FP32; every format and dtype combination
+//    (Q8_0, IQ2_XXS, IQ2_XS, and BF16 weights with F16 activations or the reverse use only this one).
+// Caps::kernel picks one (automatic: mma where it applies, else gemv); the plan's path names say which.
 // A plan covers every token count up to caps.max_tokens: it resolves one kernel per token bucket
 // (1, 2, 4, 8, 16) up to the bucket of max_tokens, and bind picks the path for the live M of x. So
 // one plan made for max_tokens = 16 serves M = 1 with the M = 1 kernel. max_tokens > 16 (prefill)
@@ -39,6 +46,9 @@ inline constexpr int64_t kMaxDecodeTokens = 16;
 // The token buckets: each has its own kernel configuration; M is served by the smallest bucket >= M.
 inline constexpr int64_t kTokenBuckets[] = {1, 2, 4, 8, 16};
 
+// Which decode kernel serves the plan (see above).
+enum class DecodeKernel { automatic, gemv, mma };
+
 struct Caps {
   Format format = Format::bf16;
   int64_t n = 0, k = 0;            // weight [N, K]: N = out_features, K = in_features
@@ -47,18 +57,22 @@ struct Caps {
   DType out_dtype = DType::bf16;   // y: bf16, f16 or f32
   bool has_bias = false;           // with a bias[N] of bias_dtype (bf16, f16 or f32)
   DType bias_dtype = DType::bf16;
+  DecodeKernel kernel = DecodeKernel::automatic;  // mma on a format it cannot serve: Unsupported
 };
+
+// Whether the mma kernel serves this weight format with these activations.
+bool mma_supports(Format format, DType act_dtype);
 
 // One launchable path of a plan. Paths are ordered by max_tokens; a path serves the token counts
 // above the previous path's max_tokens up to its own.
 struct PlanPath {
   int64_t max_tokens = 0;
-  std::string name;                // e.g. "decode.gemv{m_bucket=4, rows_per_warp=2, ksplit=1}"
+  std::string name;                // e.g. "decode.mma{tokens=8, ksplit=2, grid=448x256}"
   KernelSpec spec;                 // the kernel configuration (what prewarm must compile)
   const Kernel* kernel = nullptr;  // resolved by plan()
   dim3 grid, block;
   size_t smem_bytes = 0;           // dynamic shared memory
-  int rows_per_warp = 0;           // kernel arguments fixed by the plan
+  int rows_per_warp = 0;           // gemv only; kernel arguments fixed by the plan
   int ksplit = 1;
 };
 
@@ -89,11 +103,12 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count);
 
 // The kernel configuration that serves M = caps.max_tokens.
 KernelSpec kernel_spec(const Caps& caps);
-// Every kernel configuration plan(caps) resolves (one per token bucket up to max_tokens's), so
-// prewarm of caps covers every M the plan serves. Token counts in one bucket give the same spec.
+// Every kernel configuration plan(caps) resolves (the distinct kernels of its token buckets up to
+// max_tokens's), so prewarm of caps covers every M the plan serves.
 std::vector<KernelSpec> kernel_specs(const Caps& caps);
-// Every configuration of the op: formats x token buckets x activation dtypes x output dtypes (the
-// bias is a launch argument, and so is its dtype: it needs no configuration of its own).
+// Every configuration of the op: gemv (formats x token buckets x activation dtypes x output dtypes)
+// and mma (the formats it serves x token tiles of 8 / 16 x activation x output dtypes); the bias is
+// a launch argument, and so is its dtype: it needs no configuration of its own.
 std::vector<KernelSpec> all_kernel_specs();
 
 Plan plan(const Caps& caps, cudaStream_t stream = nullptr);

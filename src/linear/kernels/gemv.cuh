@@ -18,7 +18,7 @@
 //    first, then walks token by token.
 //  * Reduction: a butterfly over the warp's lanes (__shfl_xor_sync), then the ksplit slices of a group
 //    through shared memory in slice order. No atomics: results are deterministic.
-//  * Epilogue (gemv_finish): the FP32 tensor scale (fp8_tensor weight_scale, nvfp4 weight_scale_2) is
+//  * Epilogue (linear_finish): the FP32 tensor scale (fp8_tensor weight_scale, nvfp4 weight_scale_2) is
 //    applied to the sum, like reference_linear does (the weight is decoded without it), then the
 //    bias, then one RNE rounding to the output dtype.
 //
@@ -31,7 +31,7 @@
 // accumulation uses explicit FMAs, the epilogue mul_rn / add_rn, so nothing depends on contraction.
 // Requires -ftz=false (subnormal weights and scales are real values).
 #pragma once
-#include "device/decode.cuh"
+#include "linear/kernels/common.cuh"
 
 namespace b12x::device {
 
@@ -44,93 +44,8 @@ constexpr int kGemvMaxTokens = 16;
 // says the same (src/linear/linear.cpp).
 constexpr int gemv_min_blocks(int m) { return m <= 4 ? 3 : 2; }
 
-// Activation dtypes (template argument kAct).
-enum ActDType : int { kActBf16 = 0, kActF16 = 1 };
-// Bias dtypes (runtime argument: one branch per output element).
-enum BiasCode : int { kBiasNone = -1, kBiasBf16 = 0, kBiasF16 = 1, kBiasF32 = 2 };
-
-// Formats whose FP32 tensor scale multiplies the sum (reference_linear's alpha).
-constexpr bool gemv_has_tensor_scale(int format) { return format == kFmtFp8Tensor || format == kFmtNvfp4; }
-
 // Independent accumulators per (row, token): short dependency chains when there are few tokens.
 constexpr int gemv_acc_split(int m) { return m == 1 ? 4 : m == 2 ? 2 : 1; }
-
-// ---------------------------------------------------------------------------------------------
-// Portable helpers
-
-B12X_DEV float fma_f32(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return __builtin_fmaf(a, b, c);
-#endif
-}
-
-// 16 bytes of activations (16-byte aligned) through the read-only data path.
-B12X_DEV U32x4 ld_act16(const unsigned char* p) {
-#if defined(__CUDA_ARCH__)
-  const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
-  return {v.x, v.y, v.z, v.w};
-#else
-  return ld_u32x4(p);
-#endif
-}
-
-// FP16 bits -> FP32 (activations and FP16 weights): exact, one cvt; NaN stays NaN, but unlike
-// decode.cuh's f16_to_f32 its payload is not re-encoded like the host's (a NaN operand gives a NaN
-// sum whatever its bits).
-B12X_DEV float f16_to_f32_cvt(unsigned h) {
-#if defined(__CUDA_ARCH__)
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(h)));
-  return f;
-#else
-  return f16_to_f32_bits(h & 0xFFFFu);
-#endif
-}
-
-// Eight consecutive activations (16 bytes at p) as FP32.
-template <int kAct>
-B12X_DEV void load_act8(const unsigned char* p, float (&v)[8]) {
-  const U32x4 u = ld_act16(p);
-  const unsigned w[4] = {u.x, u.y, u.z, u.w};
-  B12X_UNROLL
-  for (int i = 0; i < 4; ++i) {
-    if constexpr (kAct == kActBf16) {
-      v[2 * i] = f32_from_bits(w[i] << 16);
-      v[2 * i + 1] = f32_from_bits(w[i] & 0xFFFF0000u);
-    } else {
-      v[2 * i] = f16_to_f32_cvt(w[i] & 0xFFFFu);
-      v[2 * i + 1] = f16_to_f32_cvt(w[i] >> 16);
-    }
-  }
-}
-
-// Hides v's value from the optimizer (no instruction is emitted).
-B12X_DEV void opaque_u32(unsigned& v) {
-#if defined(__CUDA_ARCH__)
-  asm volatile("" : "+r"(v));
-#else
-  (void)v;
-#endif
-}
-
-B12X_DEV void st_u16(void* p, unsigned v) {
-#if defined(__CUDA_ARCH__)
-  *static_cast<unsigned short*>(p) = static_cast<unsigned short>(v);
-#else
-  const unsigned short s = static_cast<unsigned short>(v);
-  __builtin_memcpy(p, &s, 2);
-#endif
-}
-
-B12X_DEV void st_u32(void* p, unsigned v) {
-#if defined(__CUDA_ARCH__)
-  *static_cast<unsigned*>(p) = v;
-#else
-  __builtin_memcpy(p, &v, 4);
-#endif
-}
 
 // ---------------------------------------------------------------------------------------------
 // Weights: one run in registers, decoded 8 elements at a time
@@ -139,7 +54,7 @@ B12X_DEV void st_u32(void* p, unsigned v) {
 // layout allows, plus its scales; decode_piece(q) turns elements 8q .. 8q+7 into FP32 with the
 // element and group decoders of device/decode.cuh, so only 8 decoded values per row are live at a
 // time. The values are exactly those of decode_weight_run with scale2 = 1 (the tensor scale is left
-// out: gemv_finish applies it to the sum, like reference_linear); tests/linear checks this for every
+// out: linear_finish applies it to the sum, like reference_linear); tests/linear checks this for every
 // format and code. GGML runs are decoded by their run decoders straight from memory (their blocks are
 // only 2-byte aligned); the compiler keeps the 8 values a piece needs.
 
@@ -337,31 +252,6 @@ B12X_DEV void gemv_lane_partial(const unsigned char* x, int m, long long k, cons
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Epilogue
-
-B12X_DEV float load_bias(const unsigned char* bias, int bias_code, long long row) {
-  if (bias_code == kBiasBf16) return bf16_to_f32(ld_u16(bias + 2 * row));
-  if (bias_code == kBiasF16) return f16_to_f32(ld_u16(bias + 2 * row));
-  return ld_f32(bias + 4 * row);
-}
-
-// y[index] = round_kOut(sum * tensor scale + bias[row]).
-template <int kFormat, int kOut>
-B12X_DEV void gemv_finish(float sum, float scale2, const unsigned char* bias, int bias_code, long long row,
-                          unsigned char* y, long long index) {
-  float v = sum;
-  if constexpr (gemv_has_tensor_scale(kFormat)) v = mul_rn(v, scale2);
-  if (bias_code != kBiasNone) v = add_rn(v, load_bias(bias, bias_code, row));
-  if constexpr (kOut == kOutF32) {
-    st_u32(y + 4 * index, f32_out_bits(v));
-  } else if constexpr (kOut == kOutBf16) {
-    st_u16(y + 2 * index, f32_to_bf16_rne(v));
-  } else {
-    st_u16(y + 2 * index, f32_to_f16_rne(v));
-  }
-}
-
 }  // namespace b12x::device
 
 #if defined(__CUDACC__)
@@ -414,7 +304,7 @@ __global__ void __launch_bounds__(device::kGemvThreads, device::gemv_min_blocks(
     if (t >= m || row >= n) continue;
     float v = partial[warp][i];
     for (int s = 1; s < ksplit; ++s) v += partial[warp + s][i];
-    device::gemv_finish<kFormat, kOut>(v, scale2, bias, bias_code, row, y, static_cast<long long>(t) * n + row);
+    device::linear_finish<kFormat, kOut>(v, scale2, bias, bias_code, row, y, static_cast<long long>(t) * n + row);
   }
 }
 

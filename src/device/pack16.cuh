@@ -1,0 +1,122 @@
+// Exact decoders into packed pairs of 16-bit floats (a BF16x2 or F16x2 word, element 2i in the low
+// half, 2i+1 in the high half): the operands of the warp-level tensor-core MMA (mma.sync m16n8k16),
+// which multiplies BF16 x BF16 or F16 x F16 into FP32. Hopper has no FP4 tensor cores and FP8 MMA
+// would need FP8 activations, so FP8 and FP4 weights are converted here, in registers, to the 16-bit
+// type of the activations — exactly: every E4M3 and E2M1 value is a BF16 and an F16 value, and so is
+// E2M1 x E4M3 (NVFP4's element times its block scale, at most 6 significant bits, 2^-10 .. 2688).
+//
+// The conversions place the code's bits into the 16-bit pattern and fix the exponent bias with one
+// exact packed multiply by a power of two (subnormal codes land on 16-bit subnormals, which the
+// multiply handles exactly), instead of decoding each element through FP32:
+//   e2m1 -> bf16: bits s..ee m -> bf16 bits 15, 8..6      = value * 2^-126, then * 2^126
+//   e2m1 -> f16 : bits s..ee m -> f16 bits 15, 11..9      = value * 2^-14,  then * 2^14
+//   e4m3 -> bf16: bits s..eeee mmm -> bf16 bits 15, 10..4 = value * 2^-120, then * 2^120
+//   e4m3 -> f16 : cvt.rn.f16x2.e4m3x2 (sm_89+), exact and NaN-preserving.
+// E4M3's NaN code (0x7F / 0xFF) becomes a finite BF16 value on the BF16 path; callers that must
+// propagate it test the raw bytes with e4m3_nan_bits (the linear MMA kernel does).
+//
+// Portable like decode.cuh: on the host the packed multiply and the cvt are emulated through FP32
+// (exact for every operand used here), so the CPU tests check every code of every conversion.
+#pragma once
+#include "device/decode.cuh"
+
+namespace b12x::device {
+
+// The 16-bit operand type (same values as the linear kernels' ActDType).
+enum Pack16 : int { kPackBf16 = 0, kPackF16 = 1 };
+
+// Byte permute (PTX prmt / __byte_perm): byte i of the result is byte (s >> 4i) & 7 of {lo, hi}.
+B12X_DEV unsigned byte_perm(unsigned lo, unsigned hi, unsigned s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(lo, hi, s);
+#else
+  const unsigned long long v = (static_cast<unsigned long long>(hi) << 32) | lo;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= static_cast<unsigned>((v >> (8 * ((s >> (4 * i)) & 7u))) & 0xFFu) << (8 * i);
+  return r;
+#endif
+}
+
+// One 16-bit value of kT as FP32 (exact).
+template <int kT>
+B12X_DEV float half16_to_f32(unsigned h) {
+  if constexpr (kT == kPackBf16) return bf16_to_f32(h);
+  else return f16_to_f32_bits(h & 0xFFFFu);
+}
+
+// An FP32 value that is exactly representable in kT, as kT bits.
+template <int kT>
+B12X_DEV unsigned f32_to_half16(float v) {
+  if constexpr (kT == kPackBf16) return f32_to_bf16_rne(v);
+  else return f32_to_f16_rne(v);
+}
+
+// a * b per half, round to nearest even (exact for every use in this file).
+template <int kT>
+B12X_DEV unsigned mul2(unsigned a, unsigned b) {
+#if defined(__CUDA_ARCH__)
+  unsigned d;
+  if constexpr (kT == kPackBf16) asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+#else
+  const float lo = half16_to_f32<kT>(a & 0xFFFFu) * half16_to_f32<kT>(b & 0xFFFFu);
+  const float hi = half16_to_f32<kT>(a >> 16) * half16_to_f32<kT>(b >> 16);
+  return f32_to_half16<kT>(lo) | (f32_to_half16<kT>(hi) << 16);
+#endif
+}
+
+// The same kT value in both halves.
+template <int kT>
+B12X_DEV unsigned splat2(float v) {
+  const unsigned h = f32_to_half16<kT>(v);
+  return h | (h << 16);
+}
+
+// 2^e (|e| small enough for kT) in both halves.
+template <int kT>
+B12X_DEV unsigned pow2_pair(int e) {
+  const unsigned h = kT == kPackBf16 ? static_cast<unsigned>(e + 127) << 7 : static_cast<unsigned>(e + 15) << 10;
+  return h | (h << 16);
+}
+
+// Elements 2j and 2j+1 (the nibbles of byte j, j = 0..3) of eight packed E2M1 codes, as a kT pair.
+template <int kT>
+B12X_DEV unsigned e2m1x2_pack(unsigned w, int j) {
+  // Byte 0: the low nibble of byte j (element 2j); byte 2: its high nibble (element 2j+1).
+  const unsigned x = byte_perm(w, w >> 4, 0x4400u + 0x1111u * static_cast<unsigned>(j));
+  if constexpr (kT == kPackBf16) {
+    const unsigned bits = ((x << 6) & 0x01C001C0u) | ((x << 12) & 0x80008000u);
+    return mul2<kT>(bits, pow2_pair<kT>(126));
+  } else {
+    const unsigned bits = ((x << 9) & 0x0E000E00u) | ((x << 12) & 0x80008000u);
+    return mul2<kT>(bits, pow2_pair<kT>(14));
+  }
+}
+
+// Bytes 2h and 2h+1 (h = 0, 1) of four packed E4M3 codes, as a kT pair.
+template <int kT>
+B12X_DEV unsigned e4m3x2_pack(unsigned w, int h) {
+  if constexpr (kT == kPackF16) {
+#if defined(__CUDA_ARCH__)
+    unsigned d;
+    const unsigned short pair = static_cast<unsigned short>(w >> (16 * h));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(pair));
+    return d;
+#else
+    const unsigned pair = w >> (16 * h);
+    return f32_to_f16_rne(e4m3_to_f32(pair & 0xFFu)) | (f32_to_f16_rne(e4m3_to_f32((pair >> 8) & 0xFFu)) << 16);
+#endif
+  } else {
+    // Magnitudes to bits 4..10 of each half, signs to bit 15.
+    const unsigned mag = byte_perm(w & 0x7F7F7F7Fu, 0u, h == 0 ? 0x4140u : 0x4342u);
+    const unsigned sgn = byte_perm(w & 0x80808080u, 0u, h == 0 ? 0x1404u : 0x3424u);
+    return mul2<kT>((mag << 4) | sgn, pow2_pair<kT>(120));
+  }
+}
+
+// Bit 7 of byte i is set iff byte i of w is an E4M3 NaN code (0x7F or 0xFF): OR the results of a
+// run together and test with & 0x80808080.
+B12X_DEV unsigned e4m3_nan_bits(unsigned w) { return (w & 0x7F7F7F7Fu) + 0x01010101u; }
+
+}  // namespace b12x::device

@@ -1,0 +1,97 @@
+// device/pack16.cuh on the CPU: every E2M1 and E4M3 code converts to the exact BF16 / F16 value of
+// decode.cuh's FP32 decoder, whatever the neighbouring bytes hold, and NVFP4's element x block scale
+// is exact in both 16-bit types. (The device runs the same bit placement; its packed multiply and
+// cvt are checked bit-exactly by tests/linear/linear_gpu.cpp's one-hot test.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+
+#include "device/pack16.cuh"
+
+namespace b12x::device {
+namespace {
+
+template <int kT>
+void expect_half(unsigned half, float want, const char* what, unsigned code) {
+  const float got = half16_to_f32<kT>(half);
+  if (std::isnan(want)) {
+    EXPECT_TRUE(std::isnan(got)) << what << " code " << code;
+  } else {
+    EXPECT_EQ(f32_bits(got), f32_bits(want)) << what << " code 0x" << std::hex << code << ": got " << got << " want "
+                                             << want;
+  }
+}
+
+template <int kT>
+void check_e2m1_every_code() {
+  std::mt19937 rng(1);
+  for (unsigned byte = 0; byte < 256; ++byte)
+    for (int j = 0; j < 4; ++j)
+      for (int rep = 0; rep < 4; ++rep) {
+        // The other bytes hold random codes: the conversion must ignore them.
+        const unsigned junk = static_cast<unsigned>(rng()) & ~(0xFFu << (8 * j));
+        const unsigned w = junk | (byte << (8 * j));
+        const unsigned p = e2m1x2_pack<kT>(w, j);
+        expect_half<kT>(p & 0xFFFFu, e2m1_to_f32(byte & 0xFu), "e2m1 lo", byte);
+        expect_half<kT>(p >> 16, e2m1_to_f32(byte >> 4), "e2m1 hi", byte);
+      }
+}
+
+TEST(Pack16, E2M1EveryCodeBf16) { check_e2m1_every_code<kPackBf16>(); }
+TEST(Pack16, E2M1EveryCodeF16) { check_e2m1_every_code<kPackF16>(); }
+
+template <int kT>
+void check_e4m3_every_pair() {
+  std::mt19937 rng(2);
+  for (unsigned pair = 0; pair < 65536; ++pair)
+    for (int h = 0; h < 2; ++h) {
+      const unsigned junk = static_cast<unsigned>(rng()) & (h == 0 ? 0xFFFF0000u : 0x0000FFFFu);
+      const unsigned w = junk | (pair << (16 * h));
+      const unsigned p = e4m3x2_pack<kT>(w, h);
+      const unsigned lo = pair & 0xFFu, hi = pair >> 8;
+      const bool lo_nan = (lo & 0x7Fu) == 0x7Fu, hi_nan = (hi & 0x7Fu) == 0x7Fu;
+      // BF16 turns NaN codes into finite values (the kernel flags them with e4m3_nan_bits).
+      if (kT == kPackF16 || !lo_nan) expect_half<kT>(p & 0xFFFFu, e4m3_to_f32(lo), "e4m3 lo", lo);
+      if (kT == kPackF16 || !hi_nan) expect_half<kT>(p >> 16, e4m3_to_f32(hi), "e4m3 hi", hi);
+      const unsigned flags = e4m3_nan_bits(pair << (16 * h)) & 0x80808080u;
+      EXPECT_EQ((flags >> (16 * h + 7)) & 1u, lo_nan ? 1u : 0u) << pair;
+      EXPECT_EQ((flags >> (16 * h + 15)) & 1u, hi_nan ? 1u : 0u) << pair;
+      EXPECT_EQ(flags & ~(0x8080u << (16 * h)), 0u) << pair;  // zero bytes are never NaN
+    }
+}
+
+TEST(Pack16, E4M3EveryPairBf16) { check_e4m3_every_pair<kPackBf16>(); }
+TEST(Pack16, E4M3EveryPairF16) { check_e4m3_every_pair<kPackF16>(); }
+
+template <int kT>
+void check_nvfp4_products() {
+  for (unsigned sb = 0; sb < 256; ++sb) {
+    if ((sb & 0x7Fu) == 0x7Fu) continue;  // NaN scale: NaN product (checked on the device)
+    const float s = e4m3_to_f32(sb);
+    const unsigned spair = splat2<kT>(s);
+    EXPECT_EQ(f32_bits(half16_to_f32<kT>(spair & 0xFFFFu)), f32_bits(s)) << "scale " << sb;
+    for (unsigned byte = 0; byte < 256; ++byte) {
+      const unsigned p = mul2<kT>(e2m1x2_pack<kT>(byte, 0), spair);
+      const float want_lo = e2m1_to_f32(byte & 0xFu) * s, want_hi = e2m1_to_f32(byte >> 4) * s;
+      expect_half<kT>(p & 0xFFFFu, want_lo, "nvfp4 lo", byte | (sb << 8));
+      expect_half<kT>(p >> 16, want_hi, "nvfp4 hi", byte | (sb << 8));
+    }
+  }
+}
+
+TEST(Pack16, Nvfp4ElementTimesBlockScaleIsExactBf16) { check_nvfp4_products<kPackBf16>(); }
+TEST(Pack16, Nvfp4ElementTimesBlockScaleIsExactF16) { check_nvfp4_products<kPackF16>(); }
+
+TEST(Pack16, BytePermMatchesPtxSemantics) {
+  EXPECT_EQ(byte_perm(0x33221100u, 0x77665544u, 0x3210u), 0x33221100u);
+  EXPECT_EQ(byte_perm(0x33221100u, 0x77665544u, 0x7654u), 0x77665544u);
+  EXPECT_EQ(byte_perm(0x33221100u, 0x77665544u, 0x4140u), 0x44114400u);
+  EXPECT_EQ(pow2_pair<kPackBf16>(120), 0x7B807B80u);
+  EXPECT_EQ(pow2_pair<kPackBf16>(126), 0x7E807E80u);
+  EXPECT_EQ(pow2_pair<kPackF16>(14), 0x74007400u);
+}
+
+}  // namespace
+}  // namespace b12x::device
