@@ -677,9 +677,11 @@ TEST_F(CheckpointTest, MisalignedTensorsAreProblems) {
 TEST_F(CheckpointTest, UnrepresentableShapesAreIoErrors) {
   write_config();
   write_raw_safetensors(dir_ / "model.safetensors", {{"x.weight", "U8", {0, int64_t{1} << 62, int64_t{1} << 62}, 0}}, {});
+  // The safetensors reader refuses it (non-zero extents whose product overflows int64, even though
+  // the zero extent makes it empty); Checkpoint::open keeps its own guard for other readers.
   const std::string e = io_error();
-  EXPECT_NE(e.find("tensor 'x.weight' has shape [0, 4611686018427387904, 4611686018427387904]"), std::string::npos) << e;
-  EXPECT_NE(e.find("multiply past 2^63"), std::string::npos) << e;
+  EXPECT_NE(e.find("tensor 'x.weight'"), std::string::npos) << e;
+  EXPECT_NE(e.find("[0, 4611686018427387904, 4611686018427387904] is too large"), std::string::npos) << e;
 }
 
 TEST_F(CheckpointTest, IgnoredButListedIsAConflict) {
