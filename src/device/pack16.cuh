@@ -51,20 +51,30 @@ B12X_DEV unsigned f32_to_half16(float v) {
   else return f32_to_f16_rne(v);
 }
 
-// a * b per half, round to nearest even (exact for every use in this file).
-template <int kT>
-B12X_DEV unsigned mul2(unsigned a, unsigned b) {
+// a * b or a + b per half (kMul true / false), round to nearest even (exact for every use in this file).
+template <int kT, bool kMul>
+B12X_DEV unsigned packed_op(unsigned a, unsigned b) {
 #if defined(__CUDA_ARCH__)
   unsigned d;
-  if constexpr (kT == kPackBf16) asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  else asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  if constexpr (kT == kPackBf16 && kMul) asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else if constexpr (kT == kPackBf16) asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else if constexpr (kMul) asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else asm("add.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   return d;
 #else
-  const float lo = half16_to_f32<kT>(a & 0xFFFFu) * half16_to_f32<kT>(b & 0xFFFFu);
-  const float hi = half16_to_f32<kT>(a >> 16) * half16_to_f32<kT>(b >> 16);
-  return f32_to_half16<kT>(lo) | (f32_to_half16<kT>(hi) << 16);
+  unsigned d = 0;
+  for (int h = 0; h < 2; ++h) {
+    const float x = half16_to_f32<kT>((a >> (16 * h)) & 0xFFFFu), y = half16_to_f32<kT>((b >> (16 * h)) & 0xFFFFu);
+    d |= f32_to_half16<kT>(kMul ? x * y : x + y) << (16 * h);
+  }
+  return d;
 #endif
 }
+
+template <int kT>
+B12X_DEV unsigned mul2(unsigned a, unsigned b) { return packed_op<kT, true>(a, b); }
+template <int kT>
+B12X_DEV unsigned add2(unsigned a, unsigned b) { return packed_op<kT, false>(a, b); }
 
 // The same kT value in both halves.
 template <int kT>
@@ -112,6 +122,23 @@ B12X_DEV unsigned e4m3x2_pack(unsigned w, int h) {
     const unsigned mag = byte_perm(w & 0x7F7F7F7Fu, 0u, h == 0 ? 0x4140u : 0x4342u);
     const unsigned sgn = byte_perm(w & 0x80808080u, 0u, h == 0 ? 0x1404u : 0x3424u);
     return mul2<kT>((mag << 4) | sgn, pow2_pair<kT>(120));
+  }
+}
+
+// Bytes 2h and 2h+1 (h = 0, 1) of four packed int8 values (Q8_0's qs), as a kT pair (exact: every
+// int8 is a BF16 and an F16 value).
+//   f16 : byte ^ 0x80 = q + 128 as the low mantissa byte of 1024 (0x6400): 1024 + 128 + q, minus 1152
+//   bf16: that F16 value's exponent and top 7 mantissa bits placed into BF16 (= q * 2^-112; q has at
+//         most 7 significant bits), then * 2^112
+template <int kT>
+B12X_DEV unsigned i8x2_pack(unsigned w, int h) {
+  const unsigned biased = byte_perm(w ^ 0x80808080u, 0x64646464u, h == 0 ? 0x5140u : 0x5342u);
+  const unsigned f16 = add2<kPackF16>(biased, 0xE480E480u);  // - 1152 per half
+  if constexpr (kT == kPackF16) {
+    return f16;
+  } else {
+    const unsigned bits = ((f16 >> 3) & 0x0FFF0FFFu) | (f16 & 0x80008000u);
+    return mul2<kT>(bits, pow2_pair<kT>(112));
   }
 }
 

@@ -101,14 +101,22 @@ KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
   return s;
 }
 
-bool use_mma(const Caps& caps) {
+// Smallest token bucket at which automatic picks mma for a format it serves. Q8_0: its 34-byte
+// blocks are only 2-byte aligned, so the mma kernel loads them 16 bits at a time and is slower than
+// gemv at 1-2 tokens (H200, 2026-12-02: 28672x8192 M=1 185 vs 97 us; 4096x14336 M=2 54 vs 43 us; M=4
+// 191 vs 224 us and 55 vs 66 us; M=16 247 vs 1029 us).
+int64_t mma_min_bucket(Format f) { return f == Format::q8_0 ? 4 : 1; }
+
+// Whether the bucket's path uses the mma kernel (bucket 0: whether any does, for validation).
+bool use_mma(const Caps& caps, int64_t bucket = 0) {
   if (caps.kernel == DecodeKernel::gemv) return false;
   const bool ok = mma_supports(caps.format, caps.act_dtype);
   if (caps.kernel == DecodeKernel::mma && !ok)
     fail_unsupported("linear: the mma decode kernel does not serve ", format_info(caps.format).name, " weights with ",
                      dtype_name(caps.act_dtype),
                      " activations (it needs weights exact in the activation type: bf16/f16 of the same type, fp8, "
-                     "fp8_channel, fp8_block, mxfp8, nvfp4, mxfp4); use DecodeKernel::gemv or automatic");
+                     "fp8_channel, fp8_block, mxfp8, nvfp4, mxfp4, q8_0); use DecodeKernel::gemv or automatic");
+  if (caps.kernel == DecodeKernel::automatic && bucket > 0 && bucket < mma_min_bucket(caps.format)) return false;
   return ok;
 }
 
@@ -118,8 +126,8 @@ constexpr int kMmaTile = 16;  // output rows per warp group (the MMA's M)
 int mma_token_tiles(int64_t bucket) { return bucket <= 8 ? 1 : 2; }
 
 // Runs (32 K elements) per kernel step: device::mma_runs_per_step.
-int mma_runs_per_step(Format f) {
-  return f == Format::bf16 || f == Format::f16 ? 2 : 4;
+int mma_runs_per_step(Format f, int token_tiles) {
+  return f == Format::bf16 || f == Format::f16 || (f == Format::q8_0 && token_tiles == 2) ? 2 : 4;
 }
 
 KernelSpec make_mma_spec(const Caps& caps, int token_tiles) {
@@ -147,7 +155,8 @@ KernelSpec make_mma_spec(const Caps& caps, int token_tiles) {
 // the H200: M = 16, 28672 x 8192 fp8 took 113 us with 448 CTAs and 171 us with 1792).
 int choose_mma_ksplit(const Caps& caps, int token_tiles, int sm_count) {
   const int64_t tiles = (caps.n + kMmaTile - 1) / kMmaTile;
-  const int64_t steps = (caps.k / kRun + mma_runs_per_step(caps.format) - 1) / mma_runs_per_step(caps.format);
+  const int runs_per_step = mma_runs_per_step(caps.format, token_tiles);
+  const int64_t steps = (caps.k / kRun + runs_per_step - 1) / runs_per_step;
   const int64_t target_ctas = (token_tiles == 1 ? 8 : 3) * static_cast<int64_t>(std::max(sm_count, 1));
   int best = 1;
   for (int s : {1, 2, 4, 8}) {
@@ -185,7 +194,8 @@ bool mma_supports(Format format, DType act_dtype) {
     case Format::fp8_block:
     case Format::mxfp8:
     case Format::nvfp4:
-    case Format::mxfp4: return act_dtype == DType::bf16 || act_dtype == DType::f16;
+    case Format::mxfp4:
+    case Format::q8_0: return act_dtype == DType::bf16 || act_dtype == DType::f16;
     default: return false;
   }
 }
@@ -237,7 +247,7 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
   p.max_tokens = std::min(bucket, caps.max_tokens);
   p.block = dim3(kThreads);
   p.smem_bytes = 0;  // static shared memory only
-  if (use_mma(caps)) {
+  if (use_mma(caps, bucket)) {
     const int tiles = mma_token_tiles(bucket);
     p.ksplit = choose_mma_ksplit(caps, tiles, sms);
     p.spec = make_mma_spec(caps, tiles);

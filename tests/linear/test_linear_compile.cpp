@@ -164,7 +164,7 @@ size_t mma_combinations() {
 TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   const auto specs = linear::all_kernel_specs();
   // gemv: formats x 5 buckets x 2 act x 3 out; mma: served (format, act) x 2 token tiles x 3 out.
-  EXPECT_EQ(mma_combinations(), 14u);  // bf16/bf16, f16/f16, and 6 formats x 2 act
+  EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
   EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + mma_combinations() * 2 * 3);
   std::set<std::string> names;
   size_t mma = 0;
@@ -213,7 +213,16 @@ TEST(LinearCompile, AutomaticPicksMmaWhereItServesTheFormat) {
     }
   EXPECT_FALSE(linear::mma_supports(Format::bf16, DType::f16));
   EXPECT_FALSE(linear::mma_supports(Format::f16, DType::bf16));
-  EXPECT_FALSE(linear::mma_supports(Format::q8_0, DType::bf16));
+  // Q8_0: gemv for 1-2 tokens (faster there), mma from 4.
+  const auto q8 = make_caps(Format::q8_0, 4096, 4096, 16);
+  EXPECT_EQ(linear::plan_path(q8, 1, 132).spec.kernel, "linear.gemv");
+  EXPECT_EQ(linear::plan_path(q8, 2, 132).spec.kernel, "linear.gemv");
+  EXPECT_EQ(linear::plan_path(q8, 3, 132).spec.kernel, "linear.mma");
+  EXPECT_EQ(linear::plan_path(with_kernel(q8, linear::DecodeKernel::mma), 1, 132).spec.kernel, "linear.mma");
+  EXPECT_EQ(linear::plan_path(make_caps(Format::fp8_tensor, 4096, 4096, 16), 1, 132).spec.kernel, "linear.mma");
+  EXPECT_FALSE(linear::mma_supports(Format::iq2_xs, DType::bf16));
+  EXPECT_FALSE(linear::mma_supports(Format::iq2_xxs, DType::f16));
+  EXPECT_TRUE(linear::mma_supports(Format::q8_0, DType::bf16));
   EXPECT_TRUE(linear::mma_supports(Format::nvfp4, DType::f16));
 }
 
@@ -247,7 +256,7 @@ TEST(LinearCompile, TokenBucketsMapToOneSpecEach) {
 
 TEST(LinearCompile, PlanPathsCoverTheirTokensAndSplitKOnlyForSmallN) {
   // A plan for max_tokens = 5 serves 1, 2, 3-4 and 5 (bucket 8) with four paths.
-  const linear::Caps caps = make_caps(Format::q8_0, 4096, 14336, 5);
+  const linear::Caps caps = with_kernel(make_caps(Format::iq2_xs, 4096, 14336, 5), linear::DecodeKernel::gemv);
   std::vector<int64_t> maxima;
   for (int64_t t : {1, 2, 4, 5}) {
     const linear::PlanPath p = linear::plan_path(caps, t, 132);

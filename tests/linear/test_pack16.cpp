@@ -1,4 +1,4 @@
-// device/pack16.cuh on the CPU: every E2M1 and E4M3 code converts to the exact BF16 / F16 value of
+// device/pack16.cuh on the CPU: every E2M1, E4M3 and int8 code converts to the exact BF16 / F16 value of
 // decode.cuh's FP32 decoder, whatever the neighbouring bytes hold, and NVFP4's element x block scale
 // is exact in both 16-bit types. (The device runs the same bit placement; its packed multiply and
 // cvt are checked bit-exactly by tests/linear/linear_gpu.cpp's one-hot test.)
@@ -83,6 +83,24 @@ void check_nvfp4_products() {
 
 TEST(Pack16, Nvfp4ElementTimesBlockScaleIsExactBf16) { check_nvfp4_products<kPackBf16>(); }
 TEST(Pack16, Nvfp4ElementTimesBlockScaleIsExactF16) { check_nvfp4_products<kPackF16>(); }
+
+template <int kT>
+void check_i8_every_pair() {
+  std::mt19937 rng(3);
+  for (unsigned pair = 0; pair < 65536; ++pair)
+    for (int h = 0; h < 2; ++h) {
+      const unsigned junk = static_cast<unsigned>(rng()) & (h == 0 ? 0xFFFF0000u : 0x0000FFFFu);
+      const unsigned p = i8x2_pack<kT>(junk | (pair << (16 * h)), h);
+      const float lo = static_cast<float>(static_cast<int8_t>(pair & 0xFFu));
+      const float hi = static_cast<float>(static_cast<int8_t>(pair >> 8));
+      expect_half<kT>(p & 0xFFFFu, lo, "int8 lo", pair & 0xFFu);
+      expect_half<kT>(p >> 16, hi, "int8 hi", pair >> 8);
+      if ((pair & 0xFFu) == 0) EXPECT_EQ(p & 0xFFFFu, 0u) << "int8 0 must be +0";
+    }
+}
+
+TEST(Pack16, Int8EveryPairBf16) { check_i8_every_pair<kPackBf16>(); }
+TEST(Pack16, Int8EveryPairF16) { check_i8_every_pair<kPackF16>(); }
 
 TEST(Pack16, BytePermMatchesPtxSemantics) {
   EXPECT_EQ(byte_perm(0x33221100u, 0x77665544u, 0x3210u), 0x33221100u);

@@ -7,11 +7,12 @@
 // that decode every weight element exactly once, in registers:
 //  * mma  (src/linear/kernels/mma.cuh): tensor cores (mma.sync m16n8k16, FP32 accumulation), the
 //    weights converted exactly to the activations' 16-bit type; for BF16/F16 (same type as x), FP8
-//    (tensor, channel, 128x128 block), MXFP8, NVFP4 and MXFP4 weights. Hopper has no FP4 tensor
-//    cores: FP4 codes become BF16/F16 in registers (device/pack16.cuh).
+//    (tensor, channel, 128x128 block), MXFP8, NVFP4, MXFP4 and Q8_0 weights. Hopper has no FP4
+//    tensor cores: FP4 codes become BF16/F16 in registers (device/pack16.cuh).
 //  * gemv (src/linear/kernels/gemv.cuh): CUDA-core FMAs in FP32; every format and dtype combination
-//    (Q8_0, IQ2_XXS, IQ2_XS, and BF16 weights with F16 activations or the reverse use only this one).
-// Caps::kernel picks one (automatic: mma where it applies, else gemv); the plan's path names say which.
+//    (IQ2_XXS, IQ2_XS, and BF16 weights with F16 activations or the reverse use only this one).
+// Caps::kernel picks one (automatic: mma where it applies, except Q8_0 at 1-2 tokens, where gemv is
+// faster on the H200; else gemv); the plan's path names say which.
 // A plan covers every token count up to caps.max_tokens: it resolves one kernel per token bucket
 // (1, 2, 4, 8, 16) up to the bucket of max_tokens, and bind picks the path for the live M of x. So
 // one plan made for max_tokens = 16 serves M = 1 with the M = 1 kernel. max_tokens > 16 (prefill)

@@ -1,7 +1,7 @@
 // linear.mma: the tensor-core decode path of the linear op, y[M, N] = x[M, K] . W[N, K]^T (+ bias) for
 // M <= 16 with 16-bit activations, for the weight formats whose elements convert exactly to the
 // activation type (device/pack16.cuh): BF16 / F16 (same type as x), FP8 E4M3 (per tensor, per
-// channel, 128x128 blocks), MXFP8, NVFP4, MXFP4. The weights stay in their checkpoint layout.
+// channel, 128x128 blocks), MXFP8, NVFP4, MXFP4, Q8_0. The weights stay in their checkpoint layout.
 //
 // Each warp computes D[16 rows, 8 or 16 tokens] = W_tile . x^T with mma.sync m16n8k16 (FP32
 // accumulation); the tokens are the MMA's N dimension, padded with zero columns beyond the live
@@ -13,7 +13,7 @@
 //    agree, so the lane feeds its elements 8t .. 8t+3 to K slots {2t, 2t+1, 2t+8, 2t+9} of the first
 //    k16 MMA and 8t+4 .. 8t+7 to those of the second; its B fragment is x[token g][8t .. 8t+7] of the
 //    same run: one 16-byte load of x per token tile (tokens >= m are zeros and never read).
-//  * A run lies in one scale group of MXFP8/MXFP4 (32) and in one 128-wide fp8_block scale block, so
+//  * A run lies in one scale group of MXFP8/MXFP4/Q8_0 (32) and in one 128-wide fp8_block block, so
 //    those scales multiply FP32 partial sums: per run (MX) or per 4-run step (fp8_block) the MMAs
 //    accumulate into a zeroed fragment, then acc += scale(row) * partial. NVFP4's 16-element groups
 //    split a run between lanes, so its E4M3 block scale is folded into the decoded BF16/F16 pair
@@ -47,12 +47,12 @@ constexpr int kMmaThreads = 32 * kMmaWarps;
 constexpr int kMmaMinBlocks = 2;  // __launch_bounds__: 65536 / (256 x 2) = 128 registers per thread
 
 // Can the MMA path serve weight format kFormat with activations kAct? (Mixed BF16 / F16 weights and
-// activations are not exact in one 16-bit type; GGML formats stay on the GEMV path.)
+// activations are not exact in one 16-bit type; IQ2 stays on the GEMV path.)
 constexpr bool mma_supports(int format, int act) {
   return format == kFmtBf16       ? act == kActBf16
          : format == kFmtF16      ? act == kActF16
          : format == kFmtFp8Tensor || format == kFmtFp8Channel || format == kFmtFp8Block || format == kFmtMxfp8 ||
-               format == kFmtNvfp4 || format == kFmtMxfp4;
+               format == kFmtNvfp4 || format == kFmtMxfp4 || format == kFmtQ8_0;
 }
 
 // 32-bit words a lane loads per row and run (its 8 elements).
@@ -61,15 +61,20 @@ constexpr int mma_lane_words(int format) {
 }
 
 // Runs per step: 16 bytes per row and lane (32 for 16-bit weights) per step, two steps in flight;
-// for fp8_block a step is 4 runs, one 128-wide scale block.
-constexpr int mma_runs_per_step(int format) { return mma_lane_words(format) == 4 ? 2 : 4; }
+// for fp8_block a step is 4 runs, one 128-wide scale block. Q8_0 with 16 tokens takes 2 (its 16-bit
+// loads and d words need the registers: 4 spill on sm_90a / sm_120a).
+constexpr int mma_runs_per_step(int format, int token_tiles) {
+  return mma_lane_words(format) == 4 || (format == kFmtQ8_0 && token_tiles == 2) ? 2 : 4;
+}
 
 // Accumulator sets: with one token tile, consecutive runs alternate between two so that the MMAs
 // of a step do not wait on each other; two token tiles are already independent chains.
 constexpr int mma_acc_sets(int token_tiles) { return token_tiles == 1 ? 2 : 1; }
 
 // The formats whose block scales multiply per-run / per-step partial sums.
-constexpr bool mma_run_scaled(int format) { return format == kFmtMxfp8 || format == kFmtMxfp4; }
+constexpr bool mma_run_scaled(int format) {
+  return format == kFmtMxfp8 || format == kFmtMxfp4 || format == kFmtQ8_0;
+}
 constexpr bool mma_step_scaled(int format) { return format == kFmtFp8Block; }
 
 // One k16 MMA, D += A . B, FP32 accumulators.
@@ -104,6 +109,9 @@ B12X_DEV void mma_pack_row(const unsigned* w, unsigned sb, unsigned (&p)[4]) {
   } else if constexpr (kFormat == kFmtMxfp4) {
     B12X_UNROLL
     for (int i = 0; i < 4; ++i) p[i] = e2m1x2_pack<kT>(w[0], i);
+  } else if constexpr (kFormat == kFmtQ8_0) {
+    B12X_UNROLL
+    for (int i = 0; i < 4; ++i) p[i] = i8x2_pack<kT>(w[i >> 1], i & 1);
   } else {
     B12X_UNROLL
     for (int i = 0; i < 4; ++i) p[i] = e4m3x2_pack<kT>(w[i >> 1], i & 1);
@@ -117,11 +125,13 @@ namespace b12x {
 namespace device {
 
 // One step's weight bytes and raw scale bytes of a lane (rows lo = g, hi = g + 8 of the tile).
-template <int kFormat>
+template <int kFormat, int kNT>
 struct MmaStep {
-  static constexpr int kWords = mma_lane_words(kFormat), kU = mma_runs_per_step(kFormat);
+  static constexpr int kWords = mma_lane_words(kFormat), kU = mma_runs_per_step(kFormat, kNT);
   unsigned lo[kU][kWords], hi[kU][kWords];
   unsigned s_lo, s_hi;          // byte u: run u's MX UE8M0 byte / NVFP4 E4M3 group scale byte
+  // Q8_0: the blocks' FP16 d, two per word (run u in half u % 2 of word u / 2)
+  unsigned d_lo[kFormat == kFmtQ8_0 ? (kU + 1) / 2 : 1], d_hi[kFormat == kFmtQ8_0 ? (kU + 1) / 2 : 1];
   static_assert(kU <= 4, "scale bytes packed in one word");
   float block_scale;            // fp8_block: the step's 128x128 block multiplier
 };
@@ -135,10 +145,10 @@ struct MmaLane {
 };
 
 // Issues the loads of step s (runs s*kU .. s*kU+kU-1; runs >= `runs` read as zeros).
-template <int kFormat>
+template <int kFormat, int kNT>
 B12X_DEV void mma_load_step(const MmaLane& l, const unsigned char* scale, long long scale_cols, long long s,
-                            MmaStep<kFormat>& st) {
-  constexpr int kWords = MmaStep<kFormat>::kWords, kU = MmaStep<kFormat>::kU;
+                            MmaStep<kFormat, kNT>& st) {
+  constexpr int kWords = MmaStep<kFormat, kNT>::kWords, kU = MmaStep<kFormat, kNT>::kU;
   constexpr long long kRunBytes = 16LL * kWords;
   const long long j0 = s * kU;
   B12X_UNROLL
@@ -150,6 +160,17 @@ B12X_DEV void mma_load_step(const MmaLane& l, const unsigned char* scale, long l
       if (live) a = ld_u32x4(l.w_lo + j * kRunBytes), b = ld_u32x4(l.w_hi + j * kRunBytes);
       st.lo[u][0] = a.x, st.lo[u][1] = a.y, st.lo[u][2] = a.z, st.lo[u][3] = a.w;
       st.hi[u][0] = b.x, st.hi[u][1] = b.y, st.hi[u][2] = b.z, st.hi[u][3] = b.w;
+    } else if constexpr (kFormat == kFmtQ8_0) {
+      // 34-byte blocks are only 2-byte aligned: four 16-bit loads per row, and the block's d.
+      const unsigned char* lo = l.w_lo + j * 34;
+      const unsigned char* hi = l.w_hi + j * 34;
+      st.lo[u][0] = live ? ld_u16(lo) | (ld_u16(lo + 2) << 16) : 0u;
+      st.lo[u][1] = live ? ld_u16(lo + 4) | (ld_u16(lo + 6) << 16) : 0u;
+      st.hi[u][0] = live ? ld_u16(hi) | (ld_u16(hi + 2) << 16) : 0u;
+      st.hi[u][1] = live ? ld_u16(hi + 4) | (ld_u16(hi + 6) << 16) : 0u;
+      const unsigned dl = live ? ld_u16(lo - 2 - 8 * l.t) : 0u, dh = live ? ld_u16(hi - 2 - 8 * l.t) : 0u;
+      if (u % 2 == 0) st.d_lo[u / 2] = dl, st.d_hi[u / 2] = dh;
+      else st.d_lo[u / 2] |= dl << 16, st.d_hi[u / 2] |= dh << 16;
     } else if constexpr (kWords == 2) {
       uint2 a = make_uint2(0, 0), b = make_uint2(0, 0);
       if (live) {
@@ -161,7 +182,7 @@ B12X_DEV void mma_load_step(const MmaLane& l, const unsigned char* scale, long l
       st.lo[u][0] = live ? *reinterpret_cast<const unsigned*>(l.w_lo + j * kRunBytes) : 0u;
       st.hi[u][0] = live ? *reinterpret_cast<const unsigned*>(l.w_hi + j * kRunBytes) : 0u;
     }
-    if constexpr (mma_run_scaled(kFormat)) {
+    if constexpr (mma_run_scaled(kFormat) && kFormat != kFmtQ8_0) {
       if (u == 0) st.s_lo = 0, st.s_hi = 0;
       if (live) st.s_lo |= ld_u8(scale + l.row_lo * l.runs + j) << (8 * u);
       if (live) st.s_hi |= ld_u8(scale + l.row_hi * l.runs + j) << (8 * u);
@@ -183,11 +204,11 @@ B12X_DEV unsigned e4m3_scale_pair(unsigned b) { return e4m3x2_pack<kT>(b * 0x010
 // MMAs of one step into acc[mma_acc_sets(kNT)][kNT][4] (run u into set u % sets; the sets are
 // summed at the end in a fixed order).
 template <int kFormat, int kNT, int kT, bool kTrackNan>
-B12X_DEV void mma_compute_step(const MmaStep<kFormat>& st, const unsigned char* x, int m, unsigned x_row_bytes,
+B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned char* x, int m, unsigned x_row_bytes,
                                long long s, const MmaLane& l, float (&acc)[mma_acc_sets(kNT)][kNT][4],
                                unsigned& nan_lo, unsigned& nan_hi) {
   constexpr int kSets = mma_acc_sets(kNT);
-  constexpr int kWords = MmaStep<kFormat>::kWords, kU = MmaStep<kFormat>::kU;
+  constexpr int kWords = MmaStep<kFormat, kNT>::kWords, kU = MmaStep<kFormat, kNT>::kU;
   const long long j0 = s * kU;
   // B fragments of the whole step first (x is L1/L2-resident, but waiting for it run by run exposes
   // its latency): x[token][run j][8t .. 8t+7]; tokens >= m and runs past K are zero columns.
@@ -231,7 +252,13 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat>& st, const unsigned char* 
         float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         mma_k16<kT>(r, a0, xb[u][nt][0], xb[u][nt][1]);
         mma_k16<kT>(r, a1, xb[u][nt][2], xb[u][nt][3]);
-        const float sl = ue8m0_to_f32(sb_lo), sh = ue8m0_to_f32(sb_hi);
+        float sl, sh;
+        if constexpr (kFormat == kFmtQ8_0) {
+          sl = f16_to_f32((st.d_lo[u / 2] >> (16 * (u % 2))) & 0xFFFFu);
+          sh = f16_to_f32((st.d_hi[u / 2] >> (16 * (u % 2))) & 0xFFFFu);
+        } else {
+          sl = ue8m0_to_f32(sb_lo), sh = ue8m0_to_f32(sb_hi);
+        }
         float (&a)[4] = acc[u % kSets][nt];
         a[0] = fma_f32(sl, r[0], a[0]);
         a[1] = fma_f32(sl, r[1], a[1]);
@@ -271,7 +298,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kMmaMinBlocks)
   static_assert(kNT == 1 || kNT == 2, "token tiles: 1 or 2");
   constexpr int kT = kAct;  // the operand type is the activation type
   constexpr int kWords = mma_lane_words(kFormat);
-  constexpr int kU = mma_runs_per_step(kFormat);
+  constexpr int kU = mma_runs_per_step(kFormat, kNT);
   static_assert(!mma_step_scaled(kFormat) || kU == 4, "fp8_block: one 128-wide scale block per step");
   // E4M3 codes placed into BF16 lose their NaN: track the raw bytes (weights, or NVFP4's scales).
   constexpr bool kTrackNan = (kFormat == kFmtFp8Tensor || kFormat == kFmtFp8Channel || kFormat == kFmtFp8Block ||
@@ -287,8 +314,11 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kMmaMinBlocks)
   l.row_lo = tile_row + l.g < n ? tile_row + l.g : n - 1;  // rows past n: read row n - 1, never stored
   l.row_hi = tile_row + l.g + 8 < n ? tile_row + l.g + 8 : n - 1;
   l.runs = k >> 5;
-  l.w_lo = data + l.row_lo * l.runs * (16LL * kWords) + 4 * kWords * l.t;
-  l.w_hi = data + l.row_hi * l.runs * (16LL * kWords) + 4 * kWords * l.t;
+  // The lane's 8 elements of run 0 (Q8_0: after the block's 2-byte d).
+  constexpr long long kRunBytes = kFormat == kFmtQ8_0 ? 34 : 16LL * kWords;
+  constexpr int kLaneOffset = kFormat == kFmtQ8_0 ? 2 : 0;
+  l.w_lo = data + l.row_lo * l.runs * kRunBytes + kLaneOffset + 4 * kWords * l.t;
+  l.w_hi = data + l.row_hi * l.runs * kRunBytes + kLaneOffset + 4 * kWords * l.t;
   const unsigned x_row_bytes = static_cast<unsigned>(k * 2);
 
   constexpr int kSets = mma_acc_sets(kNT);
@@ -303,15 +333,15 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kMmaMinBlocks)
 
   // Two steps in flight: the next step's weight loads are issued before this step's MMAs.
   const long long steps = (l.runs + kU - 1) / kU;
-  MmaStep<kFormat> st0, st1;
+  MmaStep<kFormat, kNT> st0, st1;
   long long s = slice;
-  if (s < steps) mma_load_step<kFormat>(l, scale, scale_cols, s, st0);
+  if (s < steps) mma_load_step<kFormat, kNT>(l, scale, scale_cols, s, st0);
   while (s < steps) {
-    if (s + ksplit < steps) mma_load_step<kFormat>(l, scale, scale_cols, s + ksplit, st1);
+    if (s + ksplit < steps) mma_load_step<kFormat, kNT>(l, scale, scale_cols, s + ksplit, st1);
     mma_compute_step<kFormat, kNT, kT, kTrackNan>(st0, x, m, x_row_bytes, s, l, acc, nan_lo, nan_hi);
     s += ksplit;
     if (s >= steps) break;
-    if (s + ksplit < steps) mma_load_step<kFormat>(l, scale, scale_cols, s + ksplit, st0);
+    if (s + ksplit < steps) mma_load_step<kFormat, kNT>(l, scale, scale_cols, s + ksplit, st0);
     mma_compute_step<kFormat, kNT, kT, kTrackNan>(st1, x, m, x_row_bytes, s, l, acc, nan_lo, nan_hi);
     s += ksplit;
   }
