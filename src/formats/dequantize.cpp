@@ -10,35 +10,22 @@
 
 #include "b12x/core/error.h"
 #include "b12x/formats/format.h"
+#include "formats/kernel_weight.h"
 
 namespace b12x::dequant {
 
 namespace {
 
+using namespace kernel_weight;
+
 constexpr int kRun = 32;          // K elements per thread (kernel contract)
 constexpr unsigned kThreads = 256;  // kDequantThreads in the kernel
 constexpr int64_t kMaxBlocks = int64_t{1} << 30;  // more work loops inside the kernel (grid stride)
 
-// device::OutDType of the kernel.
-int out_code(DType d) {
-  switch (d) {
-    case DType::bf16: return 0;
-    case DType::f16: return 1;
-    case DType::f32: return 2;
-    default: fail_arg("out_dtype", "must be bf16, f16 or f32, got ", dtype_name(d));
-  }
-}
-
-const FormatInfo& checked_format(Format f) {
-  for (const auto& info : all_formats())
-    if (info.format == f) return info;
-  fail_arg("format", "unknown format value ", static_cast<int>(f));
-}
-
 // Everything plan can check without CUDA.
 void check_caps(const Caps& caps) {
   const FormatInfo& info = checked_format(caps.format);
-  out_code(caps.out_dtype);
+  float_dtype_code(caps.out_dtype, "out_dtype");
   B12X_CHECK_ARG(caps.n > 0, "n", "N (out_features) must be positive, got ", caps.n);
   B12X_CHECK_ARG(caps.k > 0, "k", "K (in_features) must be positive, got ", caps.k);
   B12X_CHECK_ARG(caps.k % kRun == 0, "k", "K (in_features) must be a multiple of ", kRun,
@@ -53,21 +40,11 @@ void check_caps(const Caps& caps) {
                  " is too large");
 }
 
-// Name of the scale tensor in errors (the ModelOpt name, as validate_weight uses).
-const char* scale_name(Format f) { return f == Format::fp8_block ? "weight_scale_inv" : "weight_scale"; }
-
-// Whether the kernel reads the scale tensor, and the alignment each pointer needs.
-bool has_scale_tensor(Format f) {
-  return f == Format::fp8_channel || f == Format::fp8_block || f == Format::mxfp8 || f == Format::nvfp4 ||
-         f == Format::mxfp4;
-}
-size_t data_alignment(Format f) { return is_ggml_format(f) ? 2 : 16; }  // u16 loads / 16-byte loads
-
 }  // namespace
 
 KernelSpec kernel_spec(const Caps& caps) {
   const FormatInfo& info = checked_format(caps.format);
-  const int out = out_code(caps.out_dtype);
+  const int out = float_dtype_code(caps.out_dtype, "out_dtype");
   KernelSpec s;
   s.kernel = "formats.dequantize";
   s.source = "formats/kernels/dequantize.cuh";
@@ -105,17 +82,7 @@ Binding bind(const Plan& plan, const Scratch& scratch, const WeightView& w, cons
   B12X_CHECK_ARG(plan.kernel != nullptr, "plan", "has no kernel; make it with dequant::plan()");
   check_scratch(scratch, plan.scratch);
   const Caps& caps = plan.caps;
-  B12X_CHECK_ARG(w.format == caps.format, "w", "format is ", format_info(w.format).name, " but the plan was made for ",
-                 format_info(caps.format).name);
-  B12X_CHECK_ARG(w.n == caps.n && w.k == caps.k, "w", "shape is [", w.n, ", ", w.k, "] but the plan was made for [",
-                 caps.n, ", ", caps.k, "]");
-  validate_weight(w);
-
-  expect(w.data, "weight").on_cuda().aligned(data_alignment(w.format));
-  if (has_scale_tensor(w.format)) {
-    expect(w.scale, scale_name(w.format)).on_cuda();
-    if (w.scale.dtype == DType::f32) expect(w.scale, scale_name(w.format)).aligned(4);
-  }
+  check_device_weight(w, caps.format, caps.n, caps.k);
 
   expect(out, "out")
       .present()

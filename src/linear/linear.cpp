@@ -8,14 +8,19 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "b12x/core/error.h"
 #include "b12x/formats/format.h"
 #include "b12x/runtime/device.h"
+#include "formats/kernel_weight.h"
 
 namespace b12x::linear {
 
 namespace {
+
+using namespace kernel_weight;
 
 constexpr int kRun = 32;            // K elements per decoded run (kernel contract)
 constexpr int kWarps = 8;           // device::kGemvWarps
@@ -29,30 +34,6 @@ int act_code(DType d) {
     case DType::f16: return 1;
     default: fail_arg("act_dtype", "must be bf16 or f16 (a16 activations), got ", dtype_name(d));
   }
-}
-
-int out_code(DType d) {
-  switch (d) {
-    case DType::bf16: return 0;
-    case DType::f16: return 1;
-    case DType::f32: return 2;
-    default: fail_arg("out_dtype", "must be bf16, f16 or f32, got ", dtype_name(d));
-  }
-}
-
-int bias_code(DType d) {
-  switch (d) {
-    case DType::bf16: return 0;
-    case DType::f16: return 1;
-    case DType::f32: return 2;
-    default: fail_arg("bias_dtype", "must be bf16, f16 or f32, got ", dtype_name(d));
-  }
-}
-
-const FormatInfo& checked_format(Format f) {
-  for (const auto& info : all_formats())
-    if (info.format == f) return info;
-  fail_arg("format", "unknown format value ", static_cast<int>(f));
 }
 
 // Smallest token bucket >= tokens (1 <= tokens <= kMaxDecodeTokens).
@@ -71,34 +52,37 @@ int rows_per_warp(Format format, int64_t bucket) { return bucket >= 16 ? 1 : 2; 
 // rounded down to ptxas's allocation granule of 8.
 int max_registers(int64_t bucket) { return bucket <= 4 ? 80 : 128; }
 
-// Name of the scale tensor in errors (the ModelOpt name, as validate_weight uses).
-const char* scale_name(Format f) { return f == Format::fp8_block ? "weight_scale_inv" : "weight_scale"; }
-
-bool has_scale_tensor(Format f) {
-  return f == Format::fp8_channel || f == Format::fp8_block || f == Format::mxfp8 || f == Format::nvfp4 ||
-         f == Format::mxfp4;
-}
-size_t data_alignment(Format f) { return is_ggml_format(f) ? 2 : 16; }  // u16 loads / 16-byte loads
-
-KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
+// A linear kernel configuration: kernel<format, size, act, out, extra...> with config
+// {format, size_key: size_value, act, out, extra...}. Both kernels are warp-level (mma.sync or CUDA
+// cores, no wgmma), so SM120 runs them too. The decoders are exact without help (mul_rn / add_rn);
+// the accumulation uses explicit FMAs. No flush-to-zero: subnormal weights and scales are real values.
+KernelSpec linear_spec(const Caps& caps, const char* kernel, int64_t size, const char* size_key,
+                       const std::string& size_value, const std::vector<std::pair<std::string, int>>& extra,
+                       int max_regs) {
   const FormatInfo& info = checked_format(caps.format);
   KernelSpec s;
-  s.kernel = "linear.gemv";
-  s.source = "linear/kernels/gemv.cuh";
-  s.name_expression = "b12x::linear_gemv_kernel<" + std::to_string(static_cast<int>(caps.format)) + ", " +
-                      std::to_string(bucket) + ", " + std::to_string(act_code(caps.act_dtype)) + ", " +
-                      std::to_string(out_code(caps.out_dtype)) + ", " + std::to_string(rows) + ">";
+  s.kernel = std::string("linear.") + kernel;
+  s.source = std::string("linear/kernels/") + kernel + ".cuh";
+  s.name_expression = std::string("b12x::linear_") + kernel + "_kernel<" +
+                      std::to_string(static_cast<int>(caps.format)) + ", " + std::to_string(size) + ", " +
+                      std::to_string(act_code(caps.act_dtype)) + ", " +
+                      std::to_string(float_dtype_code(caps.out_dtype, "out_dtype"));
+  for (const auto& [key, value] : extra) s.name_expression += ", " + std::to_string(value);
+  s.name_expression += ">";
   s.config = {{"format", std::string(info.name)},
-              {"m_bucket", std::to_string(bucket)},
+              {size_key, size_value},
               {"act", std::string(dtype_name(caps.act_dtype))},
-              {"out", std::string(dtype_name(caps.out_dtype))},
-              {"rows_per_warp", std::to_string(rows)}};
-  s.archs = {"sm_90a", "sm_120a"};  // CUDA cores only (no wgmma): SM120 runs it too
-  s.max_registers = max_registers(bucket);
-  // The decoders are exact without help (mul_rn / add_rn); the accumulation uses explicit FMAs.
-  // No flush-to-zero: subnormal weights and scales are real values.
+              {"out", std::string(dtype_name(caps.out_dtype))}};
+  for (const auto& [key, value] : extra) s.config.emplace_back(key, std::to_string(value));
+  s.archs = {"sm_90a", "sm_120a"};
+  s.max_registers = max_regs;
   s.options = {"--ftz=false", "--fmad=true"};
   return s;
+}
+
+KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
+  return linear_spec(caps, "gemv", bucket, "m_bucket", std::to_string(bucket), {{"rows_per_warp", rows}},
+                     max_registers(bucket));
 }
 
 // Smallest token bucket at which automatic picks mma for a format it serves. Q8_0: its 34-byte
@@ -131,21 +115,8 @@ int mma_runs_per_step(Format f, int token_tiles) {
 }
 
 KernelSpec make_mma_spec(const Caps& caps, int token_tiles) {
-  const FormatInfo& info = checked_format(caps.format);
-  KernelSpec s;
-  s.kernel = "linear.mma";
-  s.source = "linear/kernels/mma.cuh";
-  s.name_expression = "b12x::linear_mma_kernel<" + std::to_string(static_cast<int>(caps.format)) + ", " +
-                      std::to_string(token_tiles) + ", " + std::to_string(act_code(caps.act_dtype)) + ", " +
-                      std::to_string(out_code(caps.out_dtype)) + ">";
-  s.config = {{"format", std::string(info.name)},
-              {"tokens", std::to_string(8 * token_tiles)},
-              {"act", std::string(dtype_name(caps.act_dtype))},
-              {"out", std::string(dtype_name(caps.out_dtype))}};
-  s.archs = {"sm_90a", "sm_120a"};  // warp-level mma.sync only: SM120 has it too
-  s.max_registers = 128;            // __launch_bounds__(256, 2)
-  s.options = {"--ftz=false", "--fmad=true"};
-  return s;
+  // __launch_bounds__(256, 2): 128 registers.
+  return linear_spec(caps, "mma", token_tiles, "tokens", std::to_string(8 * token_tiles), {}, 128);
 }
 
 // Warps per 16-row tile for the mma kernel: the smallest split that gives enough CTAs, while every
@@ -203,8 +174,8 @@ bool mma_supports(Format format, DType act_dtype) {
 void validate_caps(const Caps& caps) {
   const FormatInfo& info = checked_format(caps.format);
   act_code(caps.act_dtype);
-  out_code(caps.out_dtype);
-  if (caps.has_bias) bias_code(caps.bias_dtype);
+  float_dtype_code(caps.out_dtype, "out_dtype");
+  if (caps.has_bias) float_dtype_code(caps.bias_dtype, "bias_dtype");
   B12X_CHECK_ARG(caps.n > 0, "n", "N (out_features) must be positive, got ", caps.n);
   B12X_CHECK_ARG(caps.k > 0, "k", "K (in_features) must be positive, got ", caps.k);
   B12X_CHECK_ARG(caps.max_tokens > 0, "max_tokens", "must be positive, got ", caps.max_tokens);
@@ -332,16 +303,7 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
   const Caps& caps = plan.caps;
 
   // The weight: the planned format and shape, valid tensors, on a CUDA device, aligned for the loads.
-  B12X_CHECK_ARG(w.format == caps.format, "w", "format is ", format_info(w.format).name, " but the plan was made for ",
-                 format_info(caps.format).name);
-  B12X_CHECK_ARG(w.n == caps.n && w.k == caps.k, "w", "shape is [", w.n, ", ", w.k, "] but the plan was made for [",
-                 caps.n, ", ", caps.k, "]");
-  validate_weight(w);
-  expect(w.data, "weight").on_cuda().aligned(data_alignment(w.format));
-  if (has_scale_tensor(w.format)) {
-    expect(w.scale, scale_name(w.format)).on_cuda().same_device(w.data, "weight");
-    if (w.scale.dtype == DType::f32) expect(w.scale, scale_name(w.format)).aligned(4);
-  }
+  check_device_weight(w, caps.format, caps.n, caps.k);
 
   // x [M, K]: 1 <= M <= max_tokens, rows contiguous, 16-byte aligned (16-byte loads; K % 32 == 0
   // keeps every row aligned too).
@@ -384,7 +346,7 @@ void run(const Binding& binding, cudaStream_t stream) {
   const unsigned char* scale = static_cast<const unsigned char*>(binding.w.scale.data);
   float scale2 = binding.w.scale2;  // used by fp8 (weight_scale) and nvfp4 (weight_scale_2) only
   const unsigned char* bias = static_cast<const unsigned char*>(binding.bias.data);
-  int bias_dtype = p.caps.has_bias ? bias_code(p.caps.bias_dtype) : -1;
+  int bias_dtype = p.caps.has_bias ? float_dtype_code(p.caps.bias_dtype, "bias_dtype") : -1;
   unsigned char* y = static_cast<unsigned char*>(binding.y.data);
   int m = static_cast<int>(binding.m);
   long long n = p.caps.n, k = p.caps.k;

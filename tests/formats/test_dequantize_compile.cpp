@@ -21,6 +21,7 @@
 #include "b12x/b12x.h"
 #include "support/errors.h"
 #include "support/fake_device.h"
+#include "support/format_dispatch.h"
 #include "support/weights.h"
 #include "b12x/formats/dequantize.h"
 #include "b12x/runtime/jit.h"
@@ -49,24 +50,7 @@ float float_of(uint32_t u) {
 
 constexpr DType kOutDtypes[] = {DType::bf16, DType::f16, DType::f32};
 
-// Calls fn(std::integral_constant<int, kFmt>) for a runtime format.
-template <class Fn>
-void with_format(Format f, Fn&& fn) {
-  switch (f) {
-    case Format::bf16: return fn(std::integral_constant<int, dev::kFmtBf16>{});
-    case Format::f16: return fn(std::integral_constant<int, dev::kFmtF16>{});
-    case Format::fp8_tensor: return fn(std::integral_constant<int, dev::kFmtFp8Tensor>{});
-    case Format::fp8_channel: return fn(std::integral_constant<int, dev::kFmtFp8Channel>{});
-    case Format::fp8_block: return fn(std::integral_constant<int, dev::kFmtFp8Block>{});
-    case Format::mxfp8: return fn(std::integral_constant<int, dev::kFmtMxfp8>{});
-    case Format::nvfp4: return fn(std::integral_constant<int, dev::kFmtNvfp4>{});
-    case Format::mxfp4: return fn(std::integral_constant<int, dev::kFmtMxfp4>{});
-    case Format::q8_0: return fn(std::integral_constant<int, dev::kFmtQ8_0>{});
-    case Format::iq2_xxs: return fn(std::integral_constant<int, dev::kFmtIq2xxs>{});
-    case Format::iq2_xs: return fn(std::integral_constant<int, dev::kFmtIq2xs>{});
-  }
-  FAIL() << "unknown format";
-}
+using test::with_format;
 
 template <class Fn>
 void with_out(DType d, Fn&& fn) {

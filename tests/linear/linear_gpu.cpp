@@ -42,31 +42,8 @@ using test::this_device;
 // ---------------------------------------------------------------------------------------------
 // Test data and the host oracle
 
-// Float weights: per-row magnitude 2^[-4, 2] (outputs stay well inside FP16 range), zeros and -0.
-HostTensor random_floats(std::mt19937_64& rng, int64_t n, int64_t k) {
-  HostTensor w(DType::f32, {n, k});
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> exponent(-4, 2), pick(0, 63);
-  for (int64_t r = 0; r < n; ++r) {
-    const float row_scale = std::ldexp(1.0f, exponent(rng));
-    for (int64_t c = 0; c < k; ++c) {
-      const int p = pick(rng);
-      w.ptr<float>()[r * k + c] = p == 0 ? 0.0f : p == 1 ? -0.0f : normal(rng) * row_scale;
-    }
-  }
-  return w;
-}
-
-// Quantized random floats; random valid blocks (finite FP16 scales) for the GGML formats.
 PackedWeight random_weight(Format f, int64_t n, int64_t k, std::mt19937_64& rng) {
-  if (is_ggml_format(f)) {
-    PackedWeight p = allocate_weight(f, n, k);
-    ggml_random_blocks(f, p.data.view(), rng());
-    return p;
-  }
-  PackedWeight p = quantize_weight(f, random_floats(rng, n, k).view());
-  if (f == Format::fp8_tensor || f == Format::nvfp4) p.scale2 *= 1.37f;  // not the quantizer's own value
-  return p;
+  return test::random_weight(f, n, k, rng, test::kLinearDraw);
 }
 
 HostTensor random_tensor(std::mt19937_64& rng, DType dtype, std::vector<int64_t> shape) {

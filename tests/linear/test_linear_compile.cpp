@@ -24,6 +24,8 @@
 #include "b12x/linear/linear.h"
 #include "b12x/runtime/jit.h"
 #include "linear/kernels/gemv.cuh"
+#include "support/format_dispatch.h"
+#include "support/weights.h"
 
 namespace b12x {
 namespace {
@@ -42,10 +44,6 @@ void expect_bad_argument(const std::function<void()>& f, const std::string& arg)
   }
 }
 
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) | rd();
-}
 
 uint32_t bits_of(float x) {
   uint32_t u;
@@ -53,49 +51,12 @@ uint32_t bits_of(float x) {
   return u;
 }
 
-template <class Fn>
-void with_format(Format f, Fn&& fn) {
-  switch (f) {
-    case Format::bf16: return fn(std::integral_constant<int, dev::kFmtBf16>{});
-    case Format::f16: return fn(std::integral_constant<int, dev::kFmtF16>{});
-    case Format::fp8_tensor: return fn(std::integral_constant<int, dev::kFmtFp8Tensor>{});
-    case Format::fp8_channel: return fn(std::integral_constant<int, dev::kFmtFp8Channel>{});
-    case Format::fp8_block: return fn(std::integral_constant<int, dev::kFmtFp8Block>{});
-    case Format::mxfp8: return fn(std::integral_constant<int, dev::kFmtMxfp8>{});
-    case Format::nvfp4: return fn(std::integral_constant<int, dev::kFmtNvfp4>{});
-    case Format::mxfp4: return fn(std::integral_constant<int, dev::kFmtMxfp4>{});
-    case Format::q8_0: return fn(std::integral_constant<int, dev::kFmtQ8_0>{});
-    case Format::iq2_xxs: return fn(std::integral_constant<int, dev::kFmtIq2xxs>{});
-    case Format::iq2_xs: return fn(std::integral_constant<int, dev::kFmtIq2xs>{});
-  }
-  FAIL() << "unknown format";
-}
 
-// Float weights: per-row magnitude 2^[-4, 2], zeros and -0 sprinkled in (outputs stay well inside
-// FP16 range for the shapes used here).
-HostTensor random_floats(std::mt19937_64& rng, int64_t n, int64_t k) {
-  HostTensor w(DType::f32, {n, k});
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> exponent(-4, 2), pick(0, 63);
-  for (int64_t r = 0; r < n; ++r) {
-    const float row_scale = std::ldexp(1.0f, exponent(rng));
-    for (int64_t c = 0; c < k; ++c) {
-      const int p = pick(rng);
-      w.ptr<float>()[r * k + c] = p == 0 ? 0.0f : p == 1 ? -0.0f : normal(rng) * row_scale;
-    }
-  }
-  return w;
-}
+using test::fresh_seed;
+using test::with_format;
 
 PackedWeight random_weight(Format f, int64_t n, int64_t k, std::mt19937_64& rng) {
-  if (is_ggml_format(f)) {
-    PackedWeight p = allocate_weight(f, n, k);
-    ggml_random_blocks(f, p.data.view(), rng());
-    return p;
-  }
-  PackedWeight p = quantize_weight(f, random_floats(rng, n, k).view());
-  if (f == Format::fp8_tensor || f == Format::nvfp4) p.scale2 *= 1.37f;  // a tensor scale that is not the quantizer's
-  return p;
+  return test::random_weight(f, n, k, rng, test::kLinearDraw);
 }
 
 HostTensor random_act(std::mt19937_64& rng, DType dtype, int64_t rows, int64_t cols) {

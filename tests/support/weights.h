@@ -37,11 +37,20 @@ inline uint64_t fresh_seed() {
   return (static_cast<uint64_t>(rd()) << 32) | rd();
 }
 
-// Float weights with a wide dynamic range: per-row magnitude 2^[-26, 10], zeros and -0 sprinkled in.
-inline HostTensor random_floats(std::mt19937_64& rng, int64_t n, int64_t k) {
+// How random weights are drawn: per-row magnitude 2^[min_exp, max_exp] (zeros and -0 sprinkled in),
+// and a factor on the quantizer's FP32 tensor scale (fp8_tensor, nvfp4), so kernels cannot rely on
+// the quantizer's own value.
+struct WeightDraw {
+  int min_exp = -26, max_exp = 10;
+  float scale2_factor = 1.0f;
+};
+// The linear tests' draw: outputs stay well inside FP16 range; a tensor scale not the quantizer's.
+inline constexpr WeightDraw kLinearDraw{-4, 2, 1.37f};
+
+inline HostTensor random_floats(std::mt19937_64& rng, int64_t n, int64_t k, const WeightDraw& draw = {}) {
   HostTensor w(DType::f32, {n, k});
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> exponent(-26, 10), pick(0, 63);
+  std::uniform_int_distribution<int> exponent(draw.min_exp, draw.max_exp), pick(0, 63);
   for (int64_t r = 0; r < n; ++r) {
     const float row_scale = std::ldexp(1.0f, exponent(rng));
     for (int64_t c = 0; c < k; ++c) {
@@ -53,13 +62,15 @@ inline HostTensor random_floats(std::mt19937_64& rng, int64_t n, int64_t k) {
 }
 
 // A packed weight of any format with random contents (quantized floats; random blocks for GGML).
-inline PackedWeight random_weight(Format f, int64_t n, int64_t k, std::mt19937_64& rng) {
+inline PackedWeight random_weight(Format f, int64_t n, int64_t k, std::mt19937_64& rng, const WeightDraw& draw = {}) {
   if (is_ggml_format(f)) {
     PackedWeight p = allocate_weight(f, n, k);
     ggml_random_blocks(f, p.data.view(), rng());
     return p;
   }
-  return quantize_weight(f, random_floats(rng, n, k).view());
+  PackedWeight p = quantize_weight(f, random_floats(rng, n, k, draw).view());
+  if (f == Format::fp8_tensor || f == Format::nvfp4) p.scale2 *= draw.scale2_factor;
+  return p;
 }
 
 // Hand-made weights hitting every code: all element codes against all scale codes, subnormal and
