@@ -82,6 +82,9 @@ Binding bind(const Plan& plan, const Scratch& scratch, const WeightView& w, cons
   B12X_CHECK_ARG(plan.kernel != nullptr, "plan", "has no kernel; make it with dequant::plan()");
   check_scratch(scratch, plan.scratch);
   const Caps& caps = plan.caps;
+  B12X_CHECK_ARG(w.layout == WeightLayout::checkpoint, "w",
+                 "must be in the checkpoint layout: dequantize reads checkpoint bytes (unpack a tile16 weight with "
+                 "tile16_unpack_host, or use dequantize_weight on the host)");
   check_device_weight(w, caps.format, caps.n, caps.k);
 
   expect(out, "out")

@@ -23,7 +23,8 @@ bool has_scale_tensor(Format f);
 // Alignment of the payload pointer: 16-byte loads, or 16-bit loads of 2-byte-aligned GGML blocks.
 size_t data_alignment(Format f);
 // Bind-time checks of a weight against the plan's format and [n, k]: valid (validate_weight), on a
-// CUDA device, scales on the payload's device, pointers aligned for the kernels' loads.
+// CUDA device, scales on the payload's device, pointers aligned for the kernels' loads. Either layout
+// passes: each op checks w.layout against what its kernels read.
 void check_device_weight(const WeightView& w, Format format, int64_t n, int64_t k);
 
 }  // namespace b12x::kernel_weight

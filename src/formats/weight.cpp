@@ -14,6 +14,7 @@
 #include "b12x/formats/mx.h"
 #include "b12x/formats/nvfp4.h"
 #include "b12x/formats/scalar.h"
+#include "b12x/formats/tile16.h"
 
 namespace b12x {
 
@@ -125,6 +126,16 @@ TensorView as_row_scales(const TensorView& s) {
 
 void validate_weight(const WeightView& w) {
   check_dims(w.format, w.n, w.k, "weight", "weight");
+  if (w.layout == WeightLayout::tile16) {
+    B12X_CHECK_ARG(has_tile16_layout(w.format), "weight", format_info(w.format).name,
+                   " has no tile16 layout (IQ2 formats have none: use the checkpoint layout)");
+    B12X_CHECK_ARG(w.n % 16 == 0 && w.k % 32 == 0, "weight", "the tile16 layout needs N (out_features) a multiple ",
+                   "of 16 and K (in_features) a multiple of 32 (whole 16-row tiles and 32-element runs), got [", w.n,
+                   ", ", w.k, "]");
+  } else {
+    B12X_CHECK_ARG(w.layout == WeightLayout::checkpoint, "weight", "unknown layout value ",
+                   static_cast<int>(w.layout));
+  }
   const Layout l = layout_of(w.format, w.n, w.k);
   expect(w.data, "weight").present();
   if (is_ggml_format(w.format))
@@ -205,6 +216,11 @@ void dequantize_weight(const WeightView& w, const TensorView& out, bool apply_te
   expect(w.data, "weight").host();
   if (!w.scale.empty()) expect(w.scale, layout_of(w.format, w.n, w.k).scale_name).host();
   expect(out, "out").host().dtype(DType::f32).shape({w.n, w.k}).contiguous();
+  if (w.layout == WeightLayout::tile16) {  // the codecs read checkpoint bytes
+    const PackedWeight checkpoint = from_tile16(w);
+    dequantize_weight(checkpoint.view(), out, apply_tensor_scale);
+    return;
+  }
   const float scale2 = apply_tensor_scale ? w.scale2 : 1.0f;
 
   switch (w.format) {

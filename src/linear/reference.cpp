@@ -3,7 +3,8 @@
 //   1. Quantize x exactly as the activation mode says (the host quantizers in formats/), then decode
 //      it to float64. Per-row / per-block / MX scales are folded into the decoded values (exact in
 //      float64); the per-tensor activation scale is kept apart.
-//   2. Decode the weight to f32 without its tensor scale (dequantize_weight).
+//   2. Decode the weight to f32 without its tensor scale (dequantize_weight; a tile16 weight is
+//      unpacked to a temporary checkpoint-layout copy first).
 //   3. y[m, n] = (sum_k a[m, k] * w[n, k]) * (act tensor scale * weight tensor scale) + bias[n],
 //      all in float64, rounded once to y's dtype.
 #include "b12x/linear/reference.h"

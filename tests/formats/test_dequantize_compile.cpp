@@ -228,6 +228,12 @@ TEST(DequantCompile, BindValidatesWithoutAGpu) {
     empty.caps = caps;
     expect_bad_argument([&] { dequant::bind(empty, scratch, d.w, d.out); }, "plan");
   }
+  {  // a tile16 weight (valid, of the planned shape): the kernel reads checkpoint bytes
+    FakePlan fp16(dequant::Caps{Format::nvfp4, 16, 64, DType::bf16});
+    FakeDeviceWeight d(Format::nvfp4, 16, 64, DType::bf16);
+    d.w.layout = WeightLayout::tile16;
+    expect_bad_argument([&] { dequant::bind(fp16.plan, scratch, d.w, d.out); }, "w", {"checkpoint layout"});
+  }
   {  // weight of another format or shape than planned
     FakeDeviceWeight d(Format::mxfp4, 8, 64, DType::bf16);
     expect_bad_argument([&] { dequant::bind(fp.plan, scratch, d.w, d.out); }, "w");

@@ -11,6 +11,7 @@
 #include "b12x/b12x.h"
 #include "b12x/embedding/lookup.h"
 #include "b12x/formats/dequantize.h"
+#include "b12x/formats/tile16.h"
 #include "b12x/linear/linear.h"
 #include "b12x/runtime/jit.h"
 #include "b12x/runtime/registry.h"
@@ -110,6 +111,7 @@ TEST(Jit, RegistryHoldsEveryFamilysKernelSpecs) {
   for (const auto& s : registered) EXPECT_TRUE(ids.insert(id(s)).second) << "registered twice: " << id(s);
   std::vector<KernelSpec> family;
   for (auto& s : dequant::all_kernel_specs()) family.push_back(std::move(s));
+  for (auto& s : tile16_kernel_specs()) family.push_back(std::move(s));
   for (auto& s : embedding::all_kernel_specs()) family.push_back(std::move(s));
   for (auto& s : linear::all_kernel_specs()) family.push_back(std::move(s));
   for (const auto& s : family) {

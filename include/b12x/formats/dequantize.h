@@ -34,7 +34,7 @@ struct Plan {
 
 struct Binding {
   const Plan* plan = nullptr;
-  WeightView w;   // device tensors
+  WeightView w;   // device tensors, checkpoint layout (bind refuses tile16)
   TensorView out;  // device [N, K] of caps.out_dtype
 };
 

@@ -25,7 +25,7 @@ void check_act_supported(Format weight, ActMode act);
 
 struct LinearRefArgs {
   TensorView x;             // [M, K] bf16/f16/f32, host
-  WeightView w;             // host
+  WeightView w;             // host, either layout (tile16 is unpacked to a temporary checkpoint copy)
   ActMode act = ActMode::a16;
   float input_scale = 1.f;  // fp8_tensor: static activation scale; nvfp4: activation s2 (ModelOpt input_scale)
   TensorView bias;          // optional [N] bf16/f16/f32
