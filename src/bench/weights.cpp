@@ -5,6 +5,7 @@
 
 #include "b12x/formats/format.h"
 #include "b12x/formats/ggml.h"
+#include "b12x/formats/tile16.h"
 #include "b12x/runtime/device.h"
 
 namespace b12x::bench {
@@ -45,15 +46,18 @@ TensorView upload_repeated(const TensorView& t, int64_t reps, DeviceBuffer& buf)
 
 int64_t weight_tile_rows(int64_t n) { return n % 256 == 0 ? 256 : n % 128 == 0 ? 128 : n; }
 
-DeviceWeight random_device_weight(Format format, int64_t n, int64_t k, std::mt19937_64& rng, RowExponents rows) {
+DeviceWeight random_device_weight(Format format, int64_t n, int64_t k, std::mt19937_64& rng, RowExponents rows,
+                                  WeightLayout layout) {
   DeviceWeight w;
   const int64_t tile_rows = weight_tile_rows(n);
   w.reps = n / tile_rows;
   w.tile = random_tile(format, tile_rows, k, rng, rows);
-  w.view = w.tile.view();
+  const PackedWeight packed = layout == WeightLayout::tile16 ? to_tile16(w.tile.view()) : PackedWeight{};
+  const PackedWeight& src = layout == WeightLayout::tile16 ? packed : w.tile;
+  w.view = src.view();
   w.view.n = n;
-  w.view.data = upload_repeated(w.tile.data.view(), w.reps, w.data);
-  if (!w.tile.scale.view().empty()) w.view.scale = upload_repeated(w.tile.scale.view(), w.reps, w.scale);
+  w.view.data = upload_repeated(src.data.view(), w.reps, w.data);
+  if (!src.scale.view().empty()) w.view.scale = upload_repeated(src.scale.view(), w.reps, w.scale);
   return w;
 }
 

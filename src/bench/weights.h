@@ -21,9 +21,9 @@ struct RowExponents {
   int max_exp = 8;
 };
 
-// A random weight of `format` and shape [n, k] on the current device.
+// A random weight of `format` and shape [n, k] on the current device, in `layout`.
 struct DeviceWeight {
-  PackedWeight tile;         // the host tile [weight_tile_rows(n), k]: the reference for checks
+  PackedWeight tile;         // the host tile [weight_tile_rows(n), k] (checkpoint layout): the reference
   int64_t reps = 0;          // tile copies down N (n = tile.n * reps)
   DeviceBuffer data, scale;  // the tile's payload / scales repeated reps times (scale empty if none)
   WeightView view;           // [n, k] on the current device; scale2 is the tile's
@@ -32,8 +32,10 @@ struct DeviceWeight {
 
 // The tile: N(0, 1) floats times 2^e per row (e uniform in `rows`) quantized with quantize_weight,
 // or random valid blocks (ggml_random_blocks) for the GGML formats (IQ2 has no quantizer). Draws
-// from `rng` in that order only, so a caller's later draws are reproducible from its seed.
+// from `rng` in that order only, so a caller's later draws are reproducible from its seed. tile16:
+// the tile is repacked (formats/tile16.h) before it is repeated; tile16 is tile-major and the tile a
+// multiple of 16 rows, so the repeated bytes are the tile16 layout of the whole [n, k] weight.
 DeviceWeight random_device_weight(Format format, int64_t n, int64_t k, std::mt19937_64& rng,
-                                  RowExponents rows = {});
+                                  RowExponents rows = {}, WeightLayout layout = WeightLayout::checkpoint);
 
 }  // namespace b12x::bench

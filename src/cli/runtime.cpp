@@ -19,7 +19,7 @@ namespace b12x::cli {
 namespace {
 
 struct PrewarmOptions {
-  std::string op, format, shape, tokens, out_dtype = "bf16", spec, arch;
+  std::string op, format, shape, tokens, out_dtype = "bf16", act_dtype = "bf16", layout = "checkpoint", spec, arch;
   bool all = false;
 };
 
@@ -50,7 +50,7 @@ std::vector<PrewarmItem> items_from_json(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail_arg("--spec", "'", path, "' is not valid JSON: ", e.what());
   }
-  B12X_CHECK_ARG(j.is_array(), "--spec", "must hold a JSON array of {op, format, shape: [n, k], tokens, out_dtype}");
+  B12X_CHECK_ARG(j.is_array(), "--spec", "must hold a JSON array of {op, format, shape: [n, k], tokens, out_dtype, act_dtype, layout}");
   std::vector<PrewarmItem> items;
   for (const auto& e : j) {
     try {
@@ -63,6 +63,8 @@ std::vector<PrewarmItem> items_from_json(const std::string& path) {
       it.k = shape[1];
       if (e.contains("tokens")) it.tokens = e.at("tokens").get<std::vector<int64_t>>();
       if (e.contains("out_dtype")) it.out_dtype = e.at("out_dtype").get<std::string>();
+      if (e.contains("act_dtype")) it.act_dtype = e.at("act_dtype").get<std::string>();
+      if (e.contains("layout")) it.layout = e.at("layout").get<std::string>();
       items.push_back(it);
     } catch (const nlohmann::json::exception& ex) {
       fail_arg("--spec", "bad entry ", e.dump(), ": ", ex.what());
@@ -107,7 +109,9 @@ void run_prewarm(const PrewarmOptions& o) {
       B12X_CHECK_ARG(!o.format.empty(), "--format", "is required with --op");
       const auto shape = parse_ints(o.shape, 'x', "--shape");
       B12X_CHECK_ARG(shape.size() == 2, "--shape", "must be NxK, got '", o.shape, "'");
-      items.push_back({o.op, o.format, shape[0], shape[1], o.tokens.empty() ? std::vector<int64_t>{} : parse_ints(o.tokens, ',', "--tokens"), o.out_dtype});
+      items.push_back({o.op, o.format, shape[0], shape[1],
+                       o.tokens.empty() ? std::vector<int64_t>{} : parse_ints(o.tokens, ',', "--tokens"), o.out_dtype,
+                       o.act_dtype, o.layout});
     }
     B12X_CHECK_ARG(!items.empty(), "--op", "nothing to prewarm: give --op/--format/--shape, --spec FILE or --all");
     r = prewarm(items, o.arch, draw_progress);
@@ -129,6 +133,8 @@ void register_runtime(CLI::App& app) {
   pw->add_option("--shape", o->shape, "weight shape NxK");
   pw->add_option("--tokens", o->tokens, "token counts, e.g. 1,2,4,8");
   pw->add_option("--out-dtype", o->out_dtype, "output dtype (bf16, f16, f32)");
+  pw->add_option("--act-dtype", o->act_dtype, "linear: activation dtype (bf16, f16)")->capture_default_str();
+  pw->add_option("--layout", o->layout, "linear: weight layout (checkpoint, tile16)")->capture_default_str();
   pw->add_option("--spec", o->spec, "JSON file: [{op, format, shape: [n, k], tokens: [...], out_dtype}]");
   pw->add_option("--arch", o->arch, "fill the disk cache for this arch (sm_90a, sm_120a) without loading on a GPU");
   pw->add_flag("--all", o->all, "every registered kernel configuration");

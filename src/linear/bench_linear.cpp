@@ -1,6 +1,8 @@
 // `b12x bench --suite linear`: the decode path of the linear op, y[M, N] = x[M, K] . W[N, K]^T with
-// BF16 activations and output, every weight format in its checkpoint layout, through
-// linear::plan/bind/run. Each case is checked first (every output written and finite; 64 sampled rows
+// BF16 activations and output, every weight format in linear::preferred_layout (tile16 for the
+// formats it serves fastest, formats/tile16.h; else the checkpoint layout), through
+// linear::plan/bind/run. `linear_checkpoint` and `linear_gemv` time the checkpoint-layout kernels for
+// comparison. Each case is checked first (every output written and finite; 64 sampled rows
 // for all M tokens against float64 host dot products with the exactly decoded weight: relative L2
 // error <= 1e-2), then timed. Bytes = packed weight + scales + x + y, so % of copy bandwidth is the
 // column to read at small M; the baseline column is cuBLAS BF16 at the same (M, N, K) on BF16 weights
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "b12x/b12x.h"
+#include "b12x/formats/tile16.h"
 #include "b12x/linear/linear.h"
 #include "b12x/runtime/device.h"
 #include "bench/baselines.h"
@@ -55,7 +58,8 @@ double cublas_baseline_us(Context& ctx, const Shape& s) {
   return measured[key] = t.median_us;
 }
 
-void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::DecodeKernel kernel) {
+void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::DecodeKernel kernel,
+                  WeightLayout layout) {
   const int64_t m = s.m, n = s.n, k = s.k;
   linear::Caps caps;
   caps.format = f;
@@ -65,6 +69,7 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::Dec
   caps.act_dtype = DType::bf16;
   caps.out_dtype = DType::bf16;
   caps.kernel = kernel;
+  caps.layout = layout;
   const linear::Plan plan = linear::plan(caps, ctx.stream());  // compiles on first use
   const linear::PlanPath& path = plan.path_for(m);
   r.path = path.name + " " + path.kernel->describe();
@@ -73,7 +78,7 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::Dec
   const uint64_t seed = random_seed();
   std::mt19937_64 rng(seed);
   // Row magnitudes 2^-8 .. 2^4, so scales vary.
-  const DeviceWeight dw = random_device_weight(f, n, k, rng, RowExponents{-8, 4});
+  const DeviceWeight dw = random_device_weight(f, n, k, rng, RowExponents{-8, 4}, layout);
   const PackedWeight& tile = dw.tile;
   const int64_t rows = tile.n;
   const WeightView w = dw.view;
@@ -129,41 +134,57 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::Dec
   r.baseline_us = cublas_baseline_us(ctx, s);
 }
 
-std::vector<Case> linear_cases(const std::vector<Shape>& shapes, linear::DecodeKernel kernel) {
+// suite: "linear" (preferred_layout), "linear_checkpoint" (automatic kernel choice on checkpoint
+// weights), "linear_gemv" (the gemv kernel, for the formats automatic sends to mma).
+std::vector<Case> linear_cases(const std::vector<Shape>& shapes, const std::string& suite) {
   std::vector<Case> cases;
+  const linear::DecodeKernel kernel =
+      suite == "linear_gemv" ? linear::DecodeKernel::gemv : linear::DecodeKernel::automatic;
   for (const FormatInfo& info : all_formats()) {
-    // The gemv comparison suite: only the formats that automatic sends to the mma kernel.
-    if (kernel == linear::DecodeKernel::gemv && !linear::mma_supports(info.format, DType::bf16)) continue;
+    const bool mma = linear::mma_supports(info.format, DType::bf16);
+    if (suite != "linear" && !mma) continue;  // comparisons: only where the fast path differs
+    const WeightLayout layout =
+        suite == "linear" ? linear::preferred_layout(info.format, DType::bf16) : WeightLayout::checkpoint;
     for (const Shape& s : shapes.empty() ? kDefaultShapes : shapes) {
       const Format f = info.format;
-      cases.push_back({kernel == linear::DecodeKernel::gemv ? "linear_gemv" : "linear", std::string(info.name), s.str(),
-                       Ceiling::none, [f, s, kernel](Context& ctx, Result& r) { bench_linear(ctx, f, s, r, kernel); }});
+      cases.push_back({suite, std::string(info.name), s.str(), Ceiling::none,
+                       [f, s, kernel, layout](Context& ctx, Result& r) { bench_linear(ctx, f, s, r, kernel, layout); }});
     }
   }
   return cases;
 }
 
 const SuiteRegistrar kLinear({.name = "linear",
-                              .description = "decode-path linear (M <= 16, BF16 x and y) for every weight format, "
-                                             "checked against the host; TB/s, % of copy bandwidth, cuBLAS BF16 "
+                              .description = "decode-path linear (M <= 16, BF16 x and y) for every weight format in "
+                                             "its preferred layout, checked against the host; TB/s, % of copy bandwidth, cuBLAS BF16 "
                                              "at the same shape as the baseline",
                               .order = 15,
                               .quick = true,
                               .takes_shapes = true,
                               .shape_use = "M (tokens, 1..16), N and K of the weight",
-                              .cases = [](const std::vector<Shape>& shapes) {
-                                return linear_cases(shapes, linear::DecodeKernel::automatic);
-                              }});
+                              .cases = [](const std::vector<Shape>& shapes) { return linear_cases(shapes, "linear"); }});
+
+const SuiteRegistrar kLinearCheckpoint({.name = "linear_checkpoint",
+                                        .description = "the linear suite on checkpoint-layout weights (automatic: "
+                                                       "the mma or gemv kernel), for the formats the mma kernel "
+                                                       "serves (comparison)",
+                                        .order = 16,
+                                        .quick = false,
+                                        .takes_shapes = true,
+                                        .shape_use = "M (tokens, 1..16), N and K of the weight",
+                                        .cases = [](const std::vector<Shape>& shapes) {
+                                          return linear_cases(shapes, "linear_checkpoint");
+                                        }});
 
 const SuiteRegistrar kLinearGemv({.name = "linear_gemv",
                                   .description = "the linear suite forced onto the CUDA-core gemv kernel, for the "
                                                  "formats that the tensor-core mma kernel serves (comparison)",
-                                  .order = 16,
+                                  .order = 17,
                                   .quick = false,
                                   .takes_shapes = true,
                                   .shape_use = "M (tokens, 1..16), N and K of the weight",
                                   .cases = [](const std::vector<Shape>& shapes) {
-                                    return linear_cases(shapes, linear::DecodeKernel::gemv);
+                                    return linear_cases(shapes, "linear_gemv");
                                   }});
 
 }  // namespace

@@ -1,7 +1,7 @@
-// GPU linear op (include/b12x/linear/linear.h): plan validates, picks a path per token bucket (the
-// mma kernel, src/linear/kernels/mma.cuh, where it serves the format; else the gemv kernel,
-// src/linear/kernels/gemv.cuh) and resolves its kernel; bind checks the tensors and makes views
-// without touching CUDA; run only launches (both kernels take the same arguments).
+// GPU linear op (include/b12x/linear/linear.h): plan validates, picks a path per token bucket (tile16
+// weights: src/linear/kernels/mma_tile16.cuh; checkpoint weights: the mma kernel, mma.cuh, where it
+// serves the format, else the gemv kernel, gemv.cuh) and resolves its kernel; bind checks the tensors
+// and makes views without touching CUDA; run only launches (all kernels take the same arguments).
 #include "b12x/linear/linear.h"
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "b12x/formats/format.h"
 #include "b12x/runtime/device.h"
 #include "formats/kernel_weight.h"
+#include "linear/kernels/mma_tile16.cuh"  // stage / shared-memory sizes (constexpr, host-compilable)
 
 namespace b12x::linear {
 
@@ -91,8 +92,12 @@ KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
 // 191 vs 224 us and 55 vs 66 us; M=16 247 vs 1029 us).
 int64_t mma_min_bucket(Format f) { return f == Format::q8_0 ? 4 : 1; }
 
+bool tile16(const Caps& caps) { return caps.layout == WeightLayout::tile16; }
+const char* layout_name(WeightLayout l) { return l == WeightLayout::tile16 ? "tile16" : "checkpoint"; }
+
 // Whether the bucket's path uses the mma kernel (bucket 0: whether any does, for validation).
 bool use_mma(const Caps& caps, int64_t bucket = 0) {
+  if (tile16(caps)) return true;  // validate_caps made sure it serves the format
   if (caps.kernel == DecodeKernel::gemv) return false;
   const bool ok = mma_supports(caps.format, caps.act_dtype);
   if (caps.kernel == DecodeKernel::mma && !ok)
@@ -111,10 +116,13 @@ int mma_token_tiles(int64_t bucket) { return bucket <= 8 ? 1 : 2; }
 
 // Runs (32 K elements) per kernel step: device::mma_runs_per_step.
 int mma_runs_per_step(Format f, int token_tiles) {
-  return f == Format::bf16 || f == Format::f16 || (f == Format::q8_0 && token_tiles == 2) ? 2 : 4;
+  return device::mma_runs_per_step(static_cast<int>(f), token_tiles);
 }
 
 KernelSpec make_mma_spec(const Caps& caps, int token_tiles) {
+  if (tile16(caps))  // __launch_bounds__(256, tile16_min_blocks): 80 (3 CTAs per SM) or 128 registers
+    return linear_spec(caps, "mma_tile16", token_tiles, "tokens", std::to_string(8 * token_tiles), {},
+                       device::tile16_min_blocks(token_tiles) == 3 ? 80 : 128);
   // __launch_bounds__(256, 2): 128 registers.
   return linear_spec(caps, "mma", token_tiles, "tokens", std::to_string(8 * token_tiles), {}, 128);
 }
@@ -171,6 +179,11 @@ bool mma_supports(Format format, DType act_dtype) {
   }
 }
 
+WeightLayout preferred_layout(Format format, DType act_dtype) {
+  const bool sixteen_bit = format == Format::bf16 || format == Format::f16;
+  return mma_supports(format, act_dtype) && !sixteen_bit ? WeightLayout::tile16 : WeightLayout::checkpoint;
+}
+
 void validate_caps(const Caps& caps) {
   const FormatInfo& info = checked_format(caps.format);
   act_code(caps.act_dtype);
@@ -197,6 +210,15 @@ void validate_caps(const Caps& caps) {
                  caps.n);
   B12X_CHECK_ARG(caps.n <= std::numeric_limits<int64_t>::max() / 4 / caps.k, "n", "N x K = ", caps.n, " x ", caps.k,
                  " is too large");
+  if (tile16(caps)) {
+    const FormatInfo& f = format_info(caps.format);
+    if (caps.kernel == DecodeKernel::gemv || !mma_supports(caps.format, caps.act_dtype))
+      fail_unsupported("linear: tile16 weights are read only by the mma_tile16 kernel, which does not serve ", f.name,
+                       " weights with ", dtype_name(caps.act_dtype), " activations",
+                       caps.kernel == DecodeKernel::gemv ? " through DecodeKernel::gemv" : "",
+                       "; use checkpoint-layout weights for that");
+    B12X_CHECK_ARG(caps.n % 16 == 0, "n", "N (out_features) must be a multiple of 16 for tile16 weights, got ", caps.n);
+  }
   use_mma(caps);  // Unsupported when DecodeKernel::mma cannot serve the format
 }
 
@@ -224,8 +246,15 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
     p.spec = make_mma_spec(caps, tiles);
     const int64_t rows_per_cta = static_cast<int64_t>(kWarps / p.ksplit) * kMmaTile;
     p.grid = dim3(static_cast<unsigned>((caps.n + rows_per_cta - 1) / rows_per_cta));
-    p.name = detail::concat("decode.mma{tokens=", 8 * tiles, ", ksplit=", p.ksplit, ", grid=", p.grid.x, "x", kThreads,
-                            "}");
+    if (tile16(caps)) {
+      const int f = static_cast<int>(caps.format);
+      p.smem_bytes = static_cast<size_t>(device::tile16_smem_bytes(f, tiles));
+      p.name = detail::concat("decode.mma_tile16{tokens=", 8 * tiles, ", ksplit=", p.ksplit,
+                              ", stages=", device::tile16_stages(f, tiles), ", grid=", p.grid.x, "x", kThreads, "}");
+    } else {
+      p.name = detail::concat("decode.mma{tokens=", 8 * tiles, ", ksplit=", p.ksplit, ", grid=", p.grid.x, "x",
+                              kThreads, "}");
+    }
     return p;
   }
   p.rows_per_warp = rows_per_warp(caps.format, bucket);
@@ -269,14 +298,16 @@ std::vector<KernelSpec> all_kernel_specs() {
   for (const auto& info : all_formats())
     for (DType act : {DType::bf16, DType::f16}) {
       if (!mma_supports(info.format, act)) continue;
-      for (int tiles : {1, 2})
-        for (DType out : {DType::bf16, DType::f16, DType::f32}) {
-          Caps caps;
-          caps.format = info.format;
-          caps.act_dtype = act;
-          caps.out_dtype = out;
-          specs.push_back(make_mma_spec(caps, tiles));
-        }
+      for (WeightLayout layout : {WeightLayout::checkpoint, WeightLayout::tile16})
+        for (int tiles : {1, 2})
+          for (DType out : {DType::bf16, DType::f16, DType::f32}) {
+            Caps caps;
+            caps.format = info.format;
+            caps.act_dtype = act;
+            caps.out_dtype = out;
+            caps.layout = layout;
+            specs.push_back(make_mma_spec(caps, tiles));
+          }
     }
   return specs;
 }
@@ -302,8 +333,16 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
   check_scratch(scratch, plan.scratch);
   const Caps& caps = plan.caps;
 
-  // The weight: the planned format and shape, valid tensors, on a CUDA device, aligned for the loads.
+  // The weight: the planned format, layout and shape, valid tensors, on a CUDA device, aligned for
+  // the loads (tile16: 16 bytes, the bulk copies' rule).
+  B12X_CHECK_ARG(w.layout == caps.layout, "weight", "is in the ", layout_name(w.layout),
+                 " layout, but the plan was made for ", layout_name(caps.layout), " (caps.layout)");
   check_device_weight(w, caps.format, caps.n, caps.k);
+  if (tile16(caps)) {
+    expect(w.data, "weight").aligned(16);
+    if (device::tile16_scale_chunk_bytes(static_cast<int>(caps.format)) > 0)
+      expect(w.scale, scale_name(caps.format)).aligned(16);
+  }
 
   // x [M, K]: 1 <= M <= max_tokens, rows contiguous, 16-byte aligned (16-byte loads; K % 32 == 0
   // keeps every row aligned too).

@@ -8,6 +8,7 @@
 #include "b12x/embedding/lookup.h"
 #include "b12x/formats/dequantize.h"
 #include "b12x/formats/format.h"
+#include "b12x/formats/tile16.h"
 #include "b12x/linear/linear.h"
 #include "b12x/runtime/cache.h"
 #include "runtime/selftest.h"
@@ -30,6 +31,7 @@ KernelSpec selftest_spec(int threads) {
 std::vector<KernelSpec> registered_kernel_specs() {
   std::vector<KernelSpec> all = {detail::selftest_spec(256)};
   for (auto& s : dequant::all_kernel_specs()) all.push_back(std::move(s));
+  for (auto& s : tile16_kernel_specs()) all.push_back(std::move(s));
   for (auto& s : embedding::all_kernel_specs()) all.push_back(std::move(s));
   for (auto& s : linear::all_kernel_specs()) all.push_back(std::move(s));
   return all;
@@ -44,7 +46,9 @@ std::vector<KernelSpec> prewarm_specs(const PrewarmItem& item) {
     dequant::Caps caps{format, item.n, item.k, parse_dtype(item.out_dtype, "out_dtype")};
     return {dequant::kernel_spec(caps)};
   }
-  if (item.op == "linear") {  // bf16 activations (PrewarmItem has no activation dtype yet)
+  if (item.op == "linear") {
+    B12X_CHECK_ARG(item.layout == "checkpoint" || item.layout == "tile16", "layout",
+                   "must be 'checkpoint' or 'tile16', got '", item.layout, "'");
     std::vector<KernelSpec> specs;
     for (int64_t t : item.tokens.empty() ? std::vector<int64_t>{linear::kMaxDecodeTokens} : item.tokens) {
       linear::Caps caps;
@@ -52,8 +56,9 @@ std::vector<KernelSpec> prewarm_specs(const PrewarmItem& item) {
       caps.n = item.n;
       caps.k = item.k;
       caps.max_tokens = t;
-      caps.act_dtype = DType::bf16;
+      caps.act_dtype = parse_dtype(item.act_dtype, "act_dtype");
       caps.out_dtype = parse_dtype(item.out_dtype, "out_dtype");
+      caps.layout = item.layout == "tile16" ? WeightLayout::tile16 : WeightLayout::checkpoint;
       for (auto& s : linear::kernel_specs(caps)) specs.push_back(std::move(s));  // what plan(caps) resolves
     }
     return specs;  // prewarm() deduplicates: token counts in one bucket share a kernel

@@ -7,7 +7,9 @@
 // by bind, and a captured CUDA graph replayed with new x contents without compiling. Formats the mma
 // kernel serves run through both kernels. The mma kernel's conversions are checked bit-exactly with
 // one-hot activations (y = one weight column, every code and scale byte), and E4M3 NaN codes must
-// turn exactly their rows into NaN.
+// turn exactly their rows into NaN. Weights repacked into the tile16 layout (formats/tile16.h) go
+// through the mma_tile16 kernel with the same checks: every format and M, one-hot exactness, NaN rows,
+// a large split-K shape, graph replay, and bind's layout and alignment rules.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "b12x/b12x.h"
+#include "b12x/formats/tile16.h"
 #include "b12x/linear/linear.h"
 #include "b12x/runtime/cache.h"
 #include "b12x/runtime/device.h"
@@ -94,6 +97,13 @@ linear::Caps make_caps(Format f, int64_t n, int64_t k, int64_t max_tokens, DType
   c.has_bias = bias;
   c.bias_dtype = bias_dtype;
   return c;
+}
+
+const char* layout_name(WeightLayout l) { return l == WeightLayout::tile16 ? "tile16" : "checkpoint"; }
+
+// The weight on the device in `layout` (tile16: repacked on the host first).
+DeviceWeight device_weight(const PackedWeight& p, WeightLayout layout) {
+  return layout == WeightLayout::tile16 ? DeviceWeight(to_tile16(p.view())) : DeviceWeight(p);
 }
 
 // One linear call on the device: plan (or the given plan) -> bind -> run into a poisoned y; returns y.
@@ -170,6 +180,38 @@ TEST_F(LinearGpu, EveryFormatAndTokenCountMatchesReference) {
   }
 }
 
+TEST_F(LinearGpu, Tile16EveryFormatAndTokenCountMatchesReference) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::pair<DType, DType> act_out[] = {{DType::bf16, DType::bf16}, {DType::f16, DType::f32},
+                                             {DType::bf16, DType::f16},  {DType::f16, DType::bf16}};
+  size_t i = 0;
+  for (const auto& info : all_formats())
+    for (DType act : {DType::bf16, DType::f16}) {
+      if (!linear::mma_supports(info.format, act)) continue;
+      const DType out = act_out[i % 4].first == act ? act_out[i % 4].second : DType::f32;
+      const bool has_bias = i % 3 != 2;
+      ++i;
+      // 19 tiles: the last CTA has tile groups past N; small_k: a partial last step.
+      linear::Caps caps = make_caps(info.format, 304, small_k(info.format), 16, act, out, has_bias, DType::f32);
+      caps.layout = WeightLayout::tile16;
+      const PackedWeight p = random_weight(info.format, caps.n, caps.k, rng);
+      const DeviceWeight w = device_weight(p, WeightLayout::tile16);
+      const HostTensor bias = random_tensor(rng, DType::f32, {caps.n});
+      const linear::Plan plan = linear::plan(caps);
+      ASSERT_EQ(plan.paths.size(), 5u);
+      for (const linear::PlanPath& path : plan.paths)
+        EXPECT_EQ(path.name.rfind("decode.mma_tile16{", 0), 0u) << path.name;
+      for (int64_t m : {1, 2, 3, 4, 8, 16}) {
+        const HostTensor x = random_tensor(rng, act, {m, caps.k});
+        const std::vector<uint8_t> y = run_on_device(plan, x, w, has_bias ? &bias : nullptr);
+        expect_matches_reference(y, out, x.view(), p, has_bias ? bias.view() : TensorView{},
+                                 label(caps, m) + " via " + plan.path_for(m).name);
+      }
+    }
+}
+
 // Raw random codes in every byte of data and scales (E4M3 NaN codes replaced by 0; scales as the
 // format allows), for the one-hot exactness test.
 PackedWeight random_codes(Format f, int64_t n, int64_t k, std::mt19937_64& rng) {
@@ -214,15 +256,19 @@ TEST_F(LinearGpu, MmaGivesEveryWeightExactlyWithOneHotActivations) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  const int64_t n = 40, k = 352;  // a partial 16-row tile; 11 runs: partial steps of every format
+  const int64_t k = 352;  // 11 runs: partial steps of every format
+  for (WeightLayout layout : {WeightLayout::checkpoint, WeightLayout::tile16})
   for (const auto& info : all_formats())
     for (DType act : {DType::bf16, DType::f16}) {
       if (!linear::mma_supports(info.format, act)) continue;
+      const int64_t n = layout == WeightLayout::tile16 ? 48 : 40;  // checkpoint: a partial 16-row tile
       linear::Caps caps = make_caps(info.format, n, k, 16, act, DType::f32, false, DType::bf16);
       caps.kernel = linear::DecodeKernel::mma;
+      caps.layout = layout;
+      SCOPED_TRACE(layout_name(layout));
       const linear::Plan plan = linear::plan(caps);
       const PackedWeight p = random_codes(info.format, n, k, rng);
-      const DeviceWeight w(p);
+      const DeviceWeight w = device_weight(p, layout);
       // y[t, :] = column k0 + t of the decoded weight (times the tensor scale).
       for (int64_t m : {16, 5})
         for (int64_t k0 = 0; k0 < k; k0 += m) {
@@ -254,10 +300,13 @@ TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int64_t n = 48, k = 512, m = 3;
+  for (WeightLayout layout : {WeightLayout::checkpoint, WeightLayout::tile16})
   for (Format f : {Format::fp8_tensor, Format::fp8_channel, Format::fp8_block, Format::mxfp8})
     for (DType act : {DType::bf16, DType::f16}) {
       linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
       caps.kernel = linear::DecodeKernel::mma;
+      caps.layout = layout;
+      SCOPED_TRACE(layout_name(layout));
       const linear::Plan plan = linear::plan(caps);
       const PackedWeight clean = random_weight(f, n, k, rng);
       PackedWeight poisoned = random_weight(f, n, k, rng);
@@ -271,8 +320,8 @@ TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
       d[20 * k + 300] = 0xFF;
       d[47 * k + 511] = 0x7F;
       const HostTensor x = random_tensor(rng, act, {m, k});
-      const std::vector<uint8_t> y_clean = run_on_device(plan, x, DeviceWeight(clean), nullptr);
-      const std::vector<uint8_t> y_nan = run_on_device(plan, x, DeviceWeight(poisoned), nullptr);
+      const std::vector<uint8_t> y_clean = run_on_device(plan, x, device_weight(clean, layout), nullptr);
+      const std::vector<uint8_t> y_nan = run_on_device(plan, x, device_weight(poisoned, layout), nullptr);
       for (int64_t t = 0; t < m; ++t)
         for (int64_t r = 0; r < n; ++r) {
           const bool nan_row = r == nan_rows[0] || r == nan_rows[1] || r == nan_rows[2];
@@ -309,11 +358,13 @@ TEST_F(LinearGpu, LargeShapeWithSplitKMatchesReference) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
+  for (WeightLayout layout : {WeightLayout::checkpoint, WeightLayout::tile16})
   for (Format f : {Format::nvfp4, Format::q8_0, Format::fp8_block, Format::mxfp8}) {
-    const linear::Caps caps = make_caps(f, 4096, 14336, 16, DType::bf16, DType::bf16, false, DType::bf16);
+    linear::Caps caps = make_caps(f, 4096, 14336, 16, DType::bf16, DType::bf16, false, DType::bf16);
+    caps.layout = layout;
     const linear::Plan plan = linear::plan(caps);
     const PackedWeight p = random_weight(f, caps.n, caps.k, rng);
-    const DeviceWeight w(p);
+    const DeviceWeight w = device_weight(p, layout);
     for (int64_t m : {4, 16}) {
       const HostTensor x = random_tensor(rng, DType::bf16, {m, caps.k});
       expect_matches_reference(run_on_device(plan, x, w, nullptr), DType::bf16, x.view(), p, TensorView{},
@@ -338,6 +389,20 @@ TEST_F(LinearGpu, BindRejectsHostTensors) {
   test::expect_bad_argument([&] { linear::bind(plan, Scratch{}, dx.view, w.view, dbias.view, y.view()); }, "y",
                             {"must be a CUDA device tensor"});
   EXPECT_NO_THROW(linear::bind(plan, Scratch{}, dx.view, w.view, dbias.view, dy.view));
+
+  // Layouts: the plan's, and tile16's 16-byte alignment of the payload (the bulk copies).
+  const DeviceWeight t = device_weight(p, WeightLayout::tile16);
+  test::expect_bad_argument([&] { linear::bind(plan, Scratch{}, dx.view, t.view, dbias.view, dy.view); }, "weight",
+                            {"tile16", "caps.layout"});
+  linear::Caps tc = make_caps(Format::nvfp4, 64, 128, 2, DType::bf16, DType::bf16, true, DType::f32);
+  tc.layout = WeightLayout::tile16;
+  const linear::Plan tplan = linear::plan(tc);
+  test::expect_bad_argument([&] { linear::bind(tplan, Scratch{}, dx.view, w.view, dbias.view, dy.view); }, "weight",
+                            {"checkpoint"});
+  EXPECT_NO_THROW(linear::bind(tplan, Scratch{}, dx.view, t.view, dbias.view, dy.view));
+  const DeviceWeight shifted(to_tile16(p.view()), 8);
+  test::expect_bad_argument([&] { linear::bind(tplan, Scratch{}, dx.view, shifted.view, dbias.view, dy.view); },
+                            "weight", {"aligned"});
 }
 
 TEST_F(LinearGpu, GraphCaptureReplaysChangedXWithoutCompiling) {
@@ -346,13 +411,17 @@ TEST_F(LinearGpu, GraphCaptureReplaysChangedXWithoutCompiling) {
   std::mt19937_64 rng(seed);
   cudaStream_t stream;
   B12X_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (Format f : {Format::nvfp4, Format::iq2_xs, Format::fp8_channel}) {
-    const int64_t n = 1000, k = 2048, m = 5;
-    const linear::Caps caps = make_caps(f, n, k, 8, DType::bf16, DType::bf16, true, DType::bf16);
+  for (auto [f, layout] : {std::pair{Format::nvfp4, WeightLayout::checkpoint},
+                           std::pair{Format::iq2_xs, WeightLayout::checkpoint},
+                           std::pair{Format::fp8_channel, WeightLayout::checkpoint},
+                           std::pair{Format::mxfp4, WeightLayout::tile16}}) {
+    const int64_t n = layout == WeightLayout::tile16 ? 1008 : 1000, k = 2048, m = 5;
+    linear::Caps caps = make_caps(f, n, k, 8, DType::bf16, DType::bf16, true, DType::bf16);
+    caps.layout = layout;
     const linear::Plan plan = linear::plan(caps, stream);  // compiles (or loads) before capture
     const uint64_t misses = compile_cache_info().misses;
     const PackedWeight p = random_weight(f, n, k, rng);
-    const DeviceWeight w(p);
+    const DeviceWeight w = device_weight(p, layout);
     const HostTensor x1 = random_tensor(rng, DType::bf16, {m, k}), x2 = random_tensor(rng, DType::bf16, {m, k});
     const HostTensor bias = random_tensor(rng, DType::bf16, {n});
     DeviceTensor dx(x1.view()), dbias(bias.view());

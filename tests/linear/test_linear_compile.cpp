@@ -21,9 +21,11 @@
 #include <vector>
 
 #include "b12x/b12x.h"
+#include "b12x/formats/tile16.h"
 #include "b12x/linear/linear.h"
 #include "b12x/runtime/jit.h"
 #include "linear/kernels/gemv.cuh"
+#include "support/errors.h"
 #include "support/format_dispatch.h"
 #include "support/weights.h"
 
@@ -35,15 +37,7 @@ namespace dev = b12x::device;
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-void expect_bad_argument(const std::function<void()>& f, const std::string& arg) {
-  try {
-    f();
-    ADD_FAILURE() << "expected BadArgument naming '" << arg << "'";
-  } catch (const BadArgument& e) {
-    EXPECT_EQ(e.argument(), arg) << e.what();
-  }
-}
-
+using test::expect_bad_argument;
 
 uint32_t bits_of(float x) {
   uint32_t u;
@@ -124,16 +118,22 @@ size_t mma_combinations() {
 
 TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   const auto specs = linear::all_kernel_specs();
-  // gemv: formats x 5 buckets x 2 act x 3 out; mma: served (format, act) x 2 token tiles x 3 out.
+  // gemv: formats x 5 buckets x 2 act x 3 out; mma and mma_tile16: served (format, act) x 2 token
+  // tiles x 3 out each.
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
-  EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + mma_combinations() * 2 * 3);
+  EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3);
   std::set<std::string> names;
-  size_t mma = 0;
+  size_t mma = 0, tile16 = 0;
   for (const auto& s : specs) {
     if (s.kernel == "linear.mma") {
       ++mma;
       EXPECT_EQ(s.source, "linear/kernels/mma.cuh");
       EXPECT_EQ(s.max_registers, 128);
+    } else if (s.kernel == "linear.mma_tile16") {
+      ++tile16;
+      EXPECT_EQ(s.source, "linear/kernels/mma_tile16.cuh");
+      const bool one_tile = s.describe().find("tokens=8,") != std::string::npos;
+      EXPECT_EQ(s.max_registers, one_tile ? 80 : 128) << s.describe();  // 3 or 2 CTAs per SM
     } else {
       EXPECT_EQ(s.kernel, "linear.gemv");
       EXPECT_EQ(s.source, "linear/kernels/gemv.cuh");
@@ -143,7 +143,8 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     EXPECT_TRUE(names.insert(s.name_expression).second) << "duplicate " << s.name_expression;
   }
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
-  // Every spec a plan can resolve, with either kernel, is registered (CI compiles exactly these).
+  EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
+  // Every spec a plan can resolve, with either kernel or layout, is registered (CI compiles these).
   for (const auto& info : all_formats())
     for (int64_t t = 1; t <= 16; ++t)
       for (DType act : {DType::bf16, DType::f16})
@@ -151,7 +152,60 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
           for (auto kernel : {linear::DecodeKernel::automatic, linear::DecodeKernel::gemv}) {
             const auto caps = with_kernel(make_caps(info.format, 300, 256 * 3, t, act, out, t % 2 == 0), kernel);
             for (const auto& s : linear::kernel_specs(caps)) EXPECT_TRUE(names.count(s.name_expression)) << s.describe();
+            if (kernel == linear::DecodeKernel::automatic && linear::mma_supports(info.format, act)) {
+              auto tiled = make_caps(info.format, 304, 256 * 3, t, act, out, t % 2 == 0);
+              tiled.layout = WeightLayout::tile16;
+              for (const auto& s : linear::kernel_specs(tiled)) EXPECT_TRUE(names.count(s.name_expression)) << s.describe();
+            }
           }
+}
+
+TEST(LinearCompile, Tile16WeightsUseTheTile16KernelAtEveryTokenCount) {
+  for (const auto& info : all_formats())
+    for (DType act : {DType::bf16, DType::f16}) {
+      auto caps = make_caps(info.format, 28672, 8192, 16, act);
+      caps.layout = WeightLayout::tile16;
+      if (!linear::mma_supports(info.format, act)) {
+        try {
+          linear::validate_caps(caps);
+          ADD_FAILURE() << "tile16 accepted for " << info.name << " with " << dtype_name(act);
+        } catch (const Unsupported& e) {
+          EXPECT_NE(std::string(e.what()).find("tile16"), std::string::npos) << e.what();
+        }
+        continue;
+      }
+      for (int64_t t = 1; t <= 16; ++t) {
+        const linear::PlanPath p = linear::plan_path(caps, t, 132);
+        EXPECT_EQ(p.spec.kernel, "linear.mma_tile16") << info.name << " M=" << t;  // Q8_0 at M = 1 too
+        EXPECT_EQ(p.name.rfind("decode.mma_tile16{tokens=" + std::string(t <= 8 ? "8" : "16"), 0), 0u) << p.name;
+        // The ring fits next to the static buffers at 3 (one token tile) or 2 CTAs per SM (228 KiB).
+        const int ctas = t <= 8 ? 3 : 2;
+        EXPECT_GT(p.smem_bytes, 0u);
+        EXPECT_LE(ctas * (p.smem_bytes + 8 * 4 * 4 * 32 * (t <= 8 ? 1 : 2) + 1024 + 1024), 228u * 1024) << p.name;
+        const int64_t rows_per_cta = (8 / p.ksplit) * 16;
+        EXPECT_EQ(p.grid.x, static_cast<unsigned>((caps.n + rows_per_cta - 1) / rows_per_cta));
+      }
+    }
+  // tile16 refuses the gemv kernel and N that is not a multiple of 16.
+  auto caps = make_caps(Format::nvfp4, 4096, 4096, 4);
+  caps.layout = WeightLayout::tile16;
+  try {
+    linear::validate_caps(with_kernel(caps, linear::DecodeKernel::gemv));
+    ADD_FAILURE() << "tile16 accepted DecodeKernel::gemv";
+  } catch (const Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("DecodeKernel::gemv"), std::string::npos) << e.what();
+  }
+  caps.n = 4104;
+  expect_bad_argument([&] { linear::validate_caps(caps); }, "n", {"multiple of 16", "4104"});
+  // The recommendation: tile16 where the mma kernel serves the format, except 16-bit weights.
+  EXPECT_EQ(linear::preferred_layout(Format::fp8_tensor, DType::bf16), WeightLayout::tile16);
+  EXPECT_EQ(linear::preferred_layout(Format::q8_0, DType::f16), WeightLayout::tile16);
+  EXPECT_EQ(linear::preferred_layout(Format::nvfp4, DType::bf16), WeightLayout::tile16);
+  EXPECT_EQ(linear::preferred_layout(Format::bf16, DType::bf16), WeightLayout::checkpoint);
+  EXPECT_EQ(linear::preferred_layout(Format::iq2_xs, DType::bf16), WeightLayout::checkpoint);
+  for (const auto& info : all_formats())
+    if (linear::preferred_layout(info.format, DType::bf16) == WeightLayout::tile16)
+      EXPECT_TRUE(has_tile16_layout(info.format)) << info.name;
 }
 
 TEST(LinearCompile, AutomaticPicksMmaWhereItServesTheFormat) {

@@ -14,6 +14,7 @@
 #include "b12x/runtime/freeze.h"
 #include "b12x/runtime/jit.h"
 #include "b12x/runtime/registry.h"
+#include "support/errors.h"
 #include "runtime/selftest.h"
 
 namespace fs = std::filesystem;
@@ -216,6 +217,23 @@ TEST_F(CacheTest, PrewarmForAnArchFillsTheDiskCacheOnce) {
   clear_compile_cache();
   EXPECT_EQ(prewarm(items, "sm_90a").compiled, 0u);  // answered from disk
   EXPECT_THROW(prewarm({{"nope", "nvfp4", 1, 32, {}, "bf16"}}, "sm_90a"), BadArgument);
+}
+
+TEST(Prewarm, LinearItemsCarryActivationDtypeAndLayout) {
+  PrewarmItem item{"linear", "fp8", 4096, 4096, {1, 16}, "bf16", "f16", "tile16"};
+  const auto specs = prewarm_specs(item);
+  ASSERT_EQ(specs.size(), 3u);  // 8 tokens (M = 1), then 8 and 16 (max_tokens = 16)
+  for (const auto& s : specs) {
+    EXPECT_EQ(s.kernel, "linear.mma_tile16") << s.describe();
+    EXPECT_NE(s.describe().find("act=f16"), std::string::npos) << s.describe();
+  }
+  item.layout = "checkpoint";
+  for (const auto& s : prewarm_specs(item)) EXPECT_EQ(s.kernel, "linear.mma") << s.describe();
+  item.layout = "rows";
+  test::expect_bad_argument([&] { prewarm_specs(item); }, "layout", {"rows"});
+  item.layout = "tile16";
+  item.act_dtype = "f32";
+  test::expect_bad_argument([&] { prewarm_specs(item); }, "act_dtype");
 }
 
 }  // namespace

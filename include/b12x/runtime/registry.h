@@ -20,6 +20,8 @@ struct PrewarmItem {
   int64_t n = 0, k = 0;
   std::vector<int64_t> tokens;      // live M values; ops without an M dimension ignore it
   std::string out_dtype = "bf16";
+  std::string act_dtype = "bf16";   // linear: the activations' dtype (bf16 or f16)
+  std::string layout = "checkpoint";  // linear: the weight's layout (checkpoint or tile16)
 };
 
 struct PrewarmReport {

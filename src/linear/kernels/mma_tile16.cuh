@@ -1,0 +1,249 @@
+// linear.mma_tile16: the mma kernel (mma.cuh) reading weights in the tile16 layout
+// (formats/kernels/tile16.cuh) through a per-warp ring of shared-memory stages filled by cp.async.
+//
+// Why a second kernel: on the checkpoint layout every lane loads each row piece itself (8-16 small
+// loads per step), and the registers of two steps in flight cap the kernel at 2 CTAs per SM; the
+// H200 profile (docs/perf/NOTES.md, 2026-12-02) showed FP8 at 56% of DRAM bandwidth with ~1 eligible
+// warp per scheduler. In tile16 a warp's step (kU runs of its 16-row tile) is contiguous and in
+// fragment order, so every lane copies exactly its own 8-32 bytes per run with cp.async (16-byte
+// LDGSTS; 8 bytes for FP4) into a stage, kStages steps ahead, and no register holds data in flight.
+// A lane reads back only what it copied itself, except the shared scale / Q8_0 d chunks (copied by
+// lanes 16.. and 0..1), hence one __syncwarp after the wait. (Bulk copies by one lane on mbarriers
+// were tried first: BF16 reached only 64% of DRAM bandwidth against 91% here; NOTES.md.)
+//
+// Per step: wait for this lane's copies of the stage (cp.async.wait_group), __syncwarp, every lane
+// reads its fragments of the kU runs (one 16-byte shared load per run for FP8 / Q8_0 qs, 8 bytes for
+// FP4, 32 for 16-bit) plus its scale / d words, __syncwarp, the stage is refilled with step +
+// kStages, then the lanes decode and run the MMAs exactly as mma.cuh does (mma_compute_step: same
+// fragments, scale handling, rounding and NaN tracking).
+// Split-K: the ksplit warps of a tile take contiguous ranges of steps (mma.cuh interleaves them) and
+// sum in slice order, so sums can differ from mma.cuh's by rounding; one-hot x gives every weight
+// bit-exactly in both (tests/linear).
+#pragma once
+#include "formats/kernels/tile16.cuh"
+#include "linear/kernels/mma.cuh"
+
+namespace b12x::device {
+
+// Shared memory the ring may use per warp: 3 CTAs per SM with one token tile, 2 with two
+// (228 KiB per SM, minus the static partial-sum buffer and 1 KiB reserved per CTA).
+constexpr int tile16_warp_smem_budget(int token_tiles) { return token_tiles == 1 ? 8 * 1024 : 12 * 1024; }
+constexpr int tile16_min_blocks(int token_tiles) { return token_tiles == 1 ? 3 : 2; }
+
+// One stage: kU data chunks, then kU scale chunks (16-byte multiples).
+constexpr int tile16_stage_bytes(int format, int token_tiles) {
+  return mma_runs_per_step(format, token_tiles) * (tile16_chunk_bytes(format) + tile16_scale_chunk_bytes(format));
+}
+constexpr int tile16_stages(int format, int token_tiles) {
+  return tile16_warp_smem_budget(token_tiles) / tile16_stage_bytes(format, token_tiles) > 8
+             ? 8
+             : tile16_warp_smem_budget(token_tiles) / tile16_stage_bytes(format, token_tiles);
+}
+// Dynamic shared memory of a CTA.
+constexpr int tile16_smem_bytes(int format, int token_tiles) {
+  return kMmaWarps * tile16_stages(format, token_tiles) * tile16_stage_bytes(format, token_tiles);
+}
+
+}  // namespace b12x::device
+
+#if defined(__CUDACC__)
+namespace b12x {
+namespace device {
+
+B12X_DEV unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+// cp.async (LDGSTS): each lane copies its own slot of every run, so the data a lane reads back was
+// copied by itself; only the shared scale / d chunks come from other lanes (a __syncwarp after the
+// wait makes them visible).
+B12X_DEV void cp_async16(unsigned dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+B12X_DEV void cp_async8(unsigned dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
+}
+B12X_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kPending>
+B12X_DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory"); }
+
+// Every lane: its copies of step s (runs clipped to the row's runs) into stage `dst`.
+template <int kFormat, int kNT>
+B12X_DEV void tile16_issue_lanes(const unsigned char* data, const unsigned char* scale, long long tile,
+                                 long long runs, long long s, unsigned dst, int lane) {
+  constexpr int kU = mma_runs_per_step(kFormat, kNT);
+  constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
+  constexpr int kSlot = 2 * tile16_lane_row_bytes(kFormat);  // a lane's bytes per run
+  const long long j0 = s * kU;
+  const int live = static_cast<int>(runs - j0 < kU ? runs - j0 : kU);
+  const unsigned char* src = data + (tile * runs + j0) * kC;
+  B12X_UNROLL
+  for (int u = 0; u < kU; ++u) {
+    if (u >= live) break;
+    const unsigned char* from = src + u * kC + kSlot * lane;
+    const unsigned to = dst + u * kC + kSlot * lane;
+    if constexpr (kSlot == 32) cp_async16(to, from), cp_async16(to + 16, from + 16);
+    else if constexpr (kSlot == 16) cp_async16(to, from);
+    else cp_async8(to, from);
+    if constexpr (kFormat == kFmtQ8_0)  // the 32 bytes of d words after the 512 bytes of slots
+      if (lane < 2) cp_async16(dst + u * kC + 512 + 16 * lane, src + u * kC + 512 + 16 * lane);
+    if constexpr (kSC > 0)  // lanes 16.. copy the scale chunks, 16 bytes each
+      if (lane >= 16 && lane - 16 < kSC / 16)
+        cp_async16(dst + kU * kC + u * kSC + 16 * (lane - 16), scale + (tile * runs + j0 + u) * kSC + 16 * (lane - 16));
+  }
+}
+
+// Every lane: its fragments of step s from the stage (runs past K read as zeros, whatever the stage
+// holds there), in the registers mma_compute_step takes.
+template <int kFormat, int kNT>
+B12X_DEV void tile16_read(const unsigned char* stage, const MmaLane& l, long long s, MmaStep<kFormat, kNT>& st) {
+  constexpr int kWords = MmaStep<kFormat, kNT>::kWords, kU = MmaStep<kFormat, kNT>::kU;
+  constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
+  const int lane = 4 * l.g + l.t;
+  const long long j0 = s * kU;
+  st.s_lo = 0, st.s_hi = 0;
+  B12X_UNROLL
+  for (int u = 0; u < kU; ++u) {
+    const bool live = j0 + u < l.runs;
+    const unsigned char* chunk = stage + u * kC;
+    if constexpr (kWords == 4) {
+      U32x4 a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
+      if (live) a = ld_u32x4(chunk + 32 * lane), b = ld_u32x4(chunk + 32 * lane + 16);
+      st.lo[u][0] = a.x, st.lo[u][1] = a.y, st.lo[u][2] = a.z, st.lo[u][3] = a.w;
+      st.hi[u][0] = b.x, st.hi[u][1] = b.y, st.hi[u][2] = b.z, st.hi[u][3] = b.w;
+    } else if constexpr (kWords == 2) {
+      U32x4 a = {0, 0, 0, 0};
+      if (live) a = ld_u32x4(chunk + 16 * lane);
+      st.lo[u][0] = a.x, st.lo[u][1] = a.y, st.hi[u][0] = a.z, st.hi[u][1] = a.w;
+    } else {
+      uint2 a = make_uint2(0, 0);
+      if (live) a = *reinterpret_cast<const uint2*>(chunk + 8 * lane);
+      st.lo[u][0] = a.x, st.hi[u][0] = a.y;
+    }
+    if constexpr (kFormat == kFmtQ8_0) {  // d word g: d(row g) | d(row g + 8) << 16
+      const unsigned d = live ? *reinterpret_cast<const unsigned*>(chunk + 512 + 4 * l.g) : 0u;
+      if (u % 2 == 0) st.d_lo[u / 2] = d & 0xFFFFu, st.d_hi[u / 2] = d >> 16;
+      else st.d_lo[u / 2] |= d << 16, st.d_hi[u / 2] |= d & 0xFFFF0000u;
+    }
+    if constexpr (kSC > 0) {  // byte pair (row g, row g + 8); NVFP4: of group t / 2
+      const int at = kU * kC + u * kSC + (kFormat == kFmtNvfp4 ? 16 * (l.t >> 1) : 0) + 2 * l.g;
+      const unsigned p = live ? *reinterpret_cast<const unsigned short*>(stage + at) : 0u;
+      st.s_lo |= (p & 0xFFu) << (8 * u), st.s_hi |= (p >> 8) << (8 * u);
+    }
+  }
+}
+
+}  // namespace device
+
+// Arguments as linear_mma_kernel's, with the weight in the tile16 layout (n % 16 == 0; data and the
+// MX / NVFP4 scale 16-byte aligned); dynamic shared memory tile16_smem_bytes(kFormat, kNT).
+template <int kFormat, int kNT, int kAct, int kOut>
+__global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks(kNT))
+    linear_mma_tile16_kernel(const unsigned char* __restrict__ x, const unsigned char* __restrict__ data,
+                             const unsigned char* __restrict__ scale, float scale2,
+                             const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
+                             int m, long long n, long long k, long long scale_cols, int ksplit) {
+  using namespace device;
+  static_assert(mma_supports(kFormat, kAct) && tile16_supported(kFormat), "format not served by the MMA path");
+  static_assert(kNT == 1 || kNT == 2, "token tiles: 1 or 2");
+  constexpr int kT = kAct;
+  constexpr int kU = mma_runs_per_step(kFormat, kNT);
+  constexpr int kStages = tile16_stages(kFormat, kNT), kStageBytes = tile16_stage_bytes(kFormat, kNT);
+  static_assert(kStages >= 2, "ring of at least two stages");
+  constexpr bool kTrackNan = (kFormat == kFmtFp8Tensor || kFormat == kFmtFp8Channel || kFormat == kFmtFp8Block ||
+                              kFormat == kFmtMxfp8 || kFormat == kFmtNvfp4) &&
+                             kT == kPackBf16;
+  __shared__ float partial[kMmaWarps][kNT][4][32];
+  extern __shared__ __align__(128) unsigned char ring[];
+
+  const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
+  const int group = warp / ksplit, slice = warp - group * ksplit;
+  const long long tile = static_cast<long long>(blockIdx.x) * (kMmaWarps / ksplit) + group;
+  const bool live_tile = tile * 16 < n;  // the grid's last CTA may have groups past N
+  MmaLane l;
+  l.g = lane >> 2, l.t = lane & 3;
+  l.row_lo = tile * 16 + l.g;
+  l.row_hi = l.row_lo + 8;
+  l.runs = k >> 5;
+  l.w_lo = l.w_hi = nullptr;
+  const unsigned x_row_bytes = static_cast<unsigned>(k * 2);
+
+  constexpr int kSets = mma_acc_sets(kNT);
+  float acc[kSets][kNT][4];
+  B12X_UNROLL
+  for (int a = 0; a < kSets; ++a)
+    B12X_UNROLL
+    for (int nt = 0; nt < kNT; ++nt)
+      B12X_UNROLL
+      for (int q = 0; q < 4; ++q) acc[a][nt][q] = 0.0f;
+  unsigned nan_lo = 0, nan_hi = 0;
+
+  // This warp's contiguous range of steps.
+  const long long steps = (l.runs + kU - 1) / kU;
+  const long long s_begin = steps * slice / ksplit, s_end = steps * (slice + 1) / ksplit;
+  const long long count = live_tile ? s_end - s_begin : 0;
+  unsigned char* my_ring = ring + warp * kStages * kStageBytes;
+  const unsigned ring_addr = smem_addr(my_ring);
+
+  MmaStep<kFormat, kNT> st;
+  for (int i = 0; i < kStages; ++i) {  // one commit group per stage, empty ones included
+    if (i < count)
+      tile16_issue_lanes<kFormat, kNT>(data, scale, tile, l.runs, s_begin + i, ring_addr + i * kStageBytes, lane);
+    cp_async_commit();
+  }
+  for (long long i = 0; i < count; ++i) {
+    const int slot = static_cast<int>(i % kStages);
+    const long long s = s_begin + i;
+    cp_async_wait<kStages - 1>();  // this lane's copies of step i have landed
+    __syncwarp();                   // and the other lanes' (scale / d chunks)
+    tile16_read<kFormat, kNT>(my_ring + slot * kStageBytes, l, s, st);
+    if constexpr (mma_step_scaled(kFormat))  // one 128x128 block: the tile's rows share row >> 7
+      st.block_scale = ld_f32(scale + 4 * ((l.row_lo >> 7) * scale_cols + ((s * kU) >> 2)));
+    __syncwarp();  // every lane has read the stage: it may be refilled
+    if (i + kStages < count)
+      tile16_issue_lanes<kFormat, kNT>(data, scale, tile, l.runs, s + kStages, ring_addr + slot * kStageBytes, lane);
+    cp_async_commit();
+    mma_compute_step<kFormat, kNT, kT, kTrackNan>(st, x, m, x_row_bytes, s, l, acc, nan_lo, nan_hi);
+  }
+
+  float out[kNT][4];
+  B12X_UNROLL
+  for (int nt = 0; nt < kNT; ++nt)
+    B12X_UNROLL
+    for (int q = 0; q < 4; ++q) out[nt][q] = kSets == 1 ? acc[0][nt][q] : acc[0][nt][q] + acc[kSets - 1][nt][q];
+
+  if constexpr (kTrackNan) {
+    unsigned f_lo = nan_lo & 0x80808080u, f_hi = nan_hi & 0x80808080u;
+    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 1);
+    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 2);
+    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 1);
+    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 2);
+    const float qnan = f32_from_bits(0x7FC00000u);
+    B12X_UNROLL
+    for (int nt = 0; nt < kNT; ++nt) {
+      if (f_lo) out[nt][0] = qnan, out[nt][1] = qnan;
+      if (f_hi) out[nt][2] = qnan, out[nt][3] = qnan;
+    }
+  }
+
+  B12X_UNROLL
+  for (int nt = 0; nt < kNT; ++nt)
+    B12X_UNROLL
+    for (int q = 0; q < 4; ++q) partial[warp][nt][q][lane] = out[nt][q];
+  __syncthreads();
+  if (slice != 0 || !live_tile) return;
+
+  B12X_UNROLL
+  for (int nt = 0; nt < kNT; ++nt)
+    B12X_UNROLL
+    for (int q = 0; q < 4; ++q) {
+      const long long row = tile * 16 + l.g + 8 * (q >> 1);
+      const int token = nt * 8 + 2 * l.t + (q & 1);
+      if (token >= m) continue;
+      float v = partial[warp][nt][q][lane];
+      for (int sl = 1; sl < ksplit; ++sl) v += partial[warp + sl][nt][q][lane];
+      if constexpr (kFormat == kFmtFp8Channel) v = mul_rn(v, ld_f32(scale + 4 * row));
+      linear_finish<kFormat, kOut>(v, scale2, bias, bias_code, row, y, static_cast<long long>(token) * n + row);
+    }
+}
+
+}  // namespace b12x
+#endif
