@@ -281,6 +281,59 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
   }
 }
 
+// The end of both mma kernels (every thread calls it: it holds a __syncthreads): add the accumulator
+// sets, turn rows with E4M3 NaN codes into NaN, publish the warp's partial tile, and in slice 0 of a
+// tile that `store`s, add the ksplit slices in slice order and run the epilogue for rows < n.
+template <int kFormat, int kNT, int kOut, bool kTrackNan>
+B12X_DEV void mma_finish_tile(const float (&acc)[mma_acc_sets(kNT)][kNT][4], unsigned nan_lo, unsigned nan_hi,
+                              float (&partial)[kMmaWarps][kNT][4][32], int warp, int lane, int slice, int ksplit,
+                              bool store, long long tile_row, int m, long long n, const unsigned char* scale,
+                              float scale2, const unsigned char* bias, int bias_code, unsigned char* y) {
+  constexpr int kSets = mma_acc_sets(kNT);
+  const int g = lane >> 2, t = lane & 3;
+  float out[kNT][4];
+  B12X_UNROLL
+  for (int nt = 0; nt < kNT; ++nt)
+    B12X_UNROLL
+    for (int q = 0; q < 4; ++q) out[nt][q] = kSets == 1 ? acc[0][nt][q] : acc[0][nt][q] + acc[kSets - 1][nt][q];
+
+  if constexpr (kTrackNan) {
+    // A NaN code anywhere in a row makes its sums NaN: share the flags across the row's quad.
+    unsigned f_lo = nan_lo & 0x80808080u, f_hi = nan_hi & 0x80808080u;
+    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 1);
+    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 2);
+    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 1);
+    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 2);
+    const float qnan = f32_from_bits(0x7FC00000u);
+    B12X_UNROLL
+    for (int nt = 0; nt < kNT; ++nt) {
+      if (f_lo) out[nt][0] = qnan, out[nt][1] = qnan;
+      if (f_hi) out[nt][2] = qnan, out[nt][3] = qnan;
+    }
+  }
+
+  B12X_UNROLL
+  for (int nt = 0; nt < kNT; ++nt)
+    B12X_UNROLL
+    for (int q = 0; q < 4; ++q) partial[warp][nt][q][lane] = out[nt][q];
+  __syncthreads();
+  if (slice != 0 || !store) return;
+
+  // C fragment: q = 0, 1 -> row g, tokens 2t, 2t+1; q = 2, 3 -> row g + 8.
+  B12X_UNROLL
+  for (int nt = 0; nt < kNT; ++nt)
+    B12X_UNROLL
+    for (int q = 0; q < 4; ++q) {
+      const long long row = tile_row + g + 8 * (q >> 1);
+      const int token = nt * 8 + 2 * t + (q & 1);
+      if (token >= m || row >= n) continue;
+      float v = partial[warp][nt][q][lane];
+      for (int sl = 1; sl < ksplit; ++sl) v += partial[warp + sl][nt][q][lane];
+      if constexpr (kFormat == kFmtFp8Channel) v = mul_rn(v, ld_f32(scale + 4 * row));
+      linear_finish<kFormat, kOut>(v, scale2, bias, bias_code, row, y, static_cast<long long>(token) * n + row);
+    }
+}
+
 }  // namespace device
 
 // kFormat: b12x::Format as int (mma_supports(kFormat, kAct)); kNT: token tiles of 8 (1: m <= 8,
@@ -346,47 +399,8 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kMmaMinBlocks)
     s += ksplit;
   }
 
-  float out[kNT][4];
-  B12X_UNROLL
-  for (int nt = 0; nt < kNT; ++nt)
-    B12X_UNROLL
-    for (int q = 0; q < 4; ++q) out[nt][q] = kSets == 1 ? acc[0][nt][q] : acc[0][nt][q] + acc[kSets - 1][nt][q];
-
-  if constexpr (kTrackNan) {
-    // A NaN code anywhere in a row makes its sums NaN: share the flags across the row's quad.
-    unsigned f_lo = nan_lo & 0x80808080u, f_hi = nan_hi & 0x80808080u;
-    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 1);
-    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 2);
-    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 1);
-    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 2);
-    const float qnan = f32_from_bits(0x7FC00000u);
-    B12X_UNROLL
-    for (int nt = 0; nt < kNT; ++nt) {
-      if (f_lo) out[nt][0] = qnan, out[nt][1] = qnan;
-      if (f_hi) out[nt][2] = qnan, out[nt][3] = qnan;
-    }
-  }
-
-  B12X_UNROLL
-  for (int nt = 0; nt < kNT; ++nt)
-    B12X_UNROLL
-    for (int q = 0; q < 4; ++q) partial[warp][nt][q][lane] = out[nt][q];
-  __syncthreads();
-  if (slice != 0) return;
-
-  // C fragment: q = 0, 1 -> row g, tokens 2t, 2t+1; q = 2, 3 -> row g + 8.
-  B12X_UNROLL
-  for (int nt = 0; nt < kNT; ++nt)
-    B12X_UNROLL
-    for (int q = 0; q < 4; ++q) {
-      const long long row = tile_row + l.g + 8 * (q >> 1);
-      const int token = nt * 8 + 2 * l.t + (q & 1);
-      if (token >= m || row >= n) continue;
-      float v = partial[warp][nt][q][lane];
-      for (int sl = 1; sl < ksplit; ++sl) v += partial[warp + sl][nt][q][lane];
-      if constexpr (kFormat == kFmtFp8Channel) v = mul_rn(v, ld_f32(scale + 4 * row));
-      linear_finish<kFormat, kOut>(v, scale2, bias, bias_code, row, y, static_cast<long long>(token) * n + row);
-    }
+  mma_finish_tile<kFormat, kNT, kOut, kTrackNan>(acc, nan_lo, nan_hi, partial, warp, lane, slice, ksplit, true,
+                                                 tile_row, m, n, scale, scale2, bias, bias_code, y);
 }
 
 }  // namespace b12x

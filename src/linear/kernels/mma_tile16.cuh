@@ -204,45 +204,8 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
     mma_compute_step<kFormat, kNT, kT, kTrackNan>(st, x, m, x_row_bytes, s, l, acc, nan_lo, nan_hi);
   }
 
-  float out[kNT][4];
-  B12X_UNROLL
-  for (int nt = 0; nt < kNT; ++nt)
-    B12X_UNROLL
-    for (int q = 0; q < 4; ++q) out[nt][q] = kSets == 1 ? acc[0][nt][q] : acc[0][nt][q] + acc[kSets - 1][nt][q];
-
-  if constexpr (kTrackNan) {
-    unsigned f_lo = nan_lo & 0x80808080u, f_hi = nan_hi & 0x80808080u;
-    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 1);
-    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 2);
-    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 1);
-    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 2);
-    const float qnan = f32_from_bits(0x7FC00000u);
-    B12X_UNROLL
-    for (int nt = 0; nt < kNT; ++nt) {
-      if (f_lo) out[nt][0] = qnan, out[nt][1] = qnan;
-      if (f_hi) out[nt][2] = qnan, out[nt][3] = qnan;
-    }
-  }
-
-  B12X_UNROLL
-  for (int nt = 0; nt < kNT; ++nt)
-    B12X_UNROLL
-    for (int q = 0; q < 4; ++q) partial[warp][nt][q][lane] = out[nt][q];
-  __syncthreads();
-  if (slice != 0 || !live_tile) return;
-
-  B12X_UNROLL
-  for (int nt = 0; nt < kNT; ++nt)
-    B12X_UNROLL
-    for (int q = 0; q < 4; ++q) {
-      const long long row = tile * 16 + l.g + 8 * (q >> 1);
-      const int token = nt * 8 + 2 * l.t + (q & 1);
-      if (token >= m) continue;
-      float v = partial[warp][nt][q][lane];
-      for (int sl = 1; sl < ksplit; ++sl) v += partial[warp + sl][nt][q][lane];
-      if constexpr (kFormat == kFmtFp8Channel) v = mul_rn(v, ld_f32(scale + 4 * row));
-      linear_finish<kFormat, kOut>(v, scale2, bias, bias_code, row, y, static_cast<long long>(token) * n + row);
-    }
+  mma_finish_tile<kFormat, kNT, kOut, kTrackNan>(acc, nan_lo, nan_hi, partial, warp, lane, slice, ksplit, live_tile,
+                                                 tile * 16, m, n, scale, scale2, bias, bias_code, y);
 }
 
 }  // namespace b12x
