@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "b12x/core/error.h"
+#include "b12x/formats/tile16.h"
+#include "b12x/linear/linear.h"
 #include "checkpoint/internal.h"
 
 namespace b12x {
@@ -77,6 +79,20 @@ WeightView LayerShard::view() const {
         break;
       }
   return checkpoint_detail::make_weight_view(*format, n, k, w->tensor.view(), scale, scale2);
+}
+
+PackedWeight prepare_for_linear(const LayerShard& shard, DType act_dtype) {
+  const WeightView w = shard.view();  // BadArgument naming the layer without a format
+  if (linear::preferred_layout(w.format, act_dtype) == WeightLayout::tile16 && w.n % 16 == 0 && w.k % 32 == 0)
+    return to_tile16(w);
+  PackedWeight p = allocate_weight(w.format, w.n, w.k);  // the same bytes, owned
+  B12X_CHECK_ARG(w.data.nbytes() == p.data.nbytes() && w.scale.nbytes() == p.scale.nbytes(), shard.layer,
+                 "shard tensors do not have the sizes of a [", w.n, ", ", w.k, "] ", format_info(w.format).name,
+                 " weight");
+  std::memcpy(p.data.view().data, w.data.data, p.data.nbytes());
+  if (!w.scale.empty()) std::memcpy(p.scale.view().data, w.scale.data, p.scale.nbytes());
+  p.scale2 = w.scale2;
+  return p;
 }
 
 void Checkpoint::check_shard(const std::string& name, int rank, int world) const {

@@ -2,6 +2,7 @@
 // must name the layer and the rule), the directory/index rules, and tensor-parallel shards (edge
 // cases, and shards that put back together give the original bytes and the original decode).
 #include "b12x/checkpoint/checkpoint.h"
+#include "b12x/linear/linear.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -894,11 +895,23 @@ TEST_F(CheckpointTest, ShardsPutBackTogetherGiveTheOriginalBytesAndDecode) {
         for (int64_t i = 0; i < s.n; ++i)
           for (int64_t j = 0; j < s.k; ++j) want.push_back(full[(r0 + i) * l.k + c0 + j]);
         EXPECT_TRUE(same_bits(part, want)) << "rank " << s.rank;
+        // Prepared for the linear op: the preferred layout where the slice allows it, same decode.
+        const PackedWeight prep = prepare_for_linear(s);
+        const bool tile16 = linear::preferred_layout(v.format, DType::bf16) == WeightLayout::tile16 &&
+                            s.n % 16 == 0 && s.k % 32 == 0;
+        EXPECT_EQ(prep.layout, tile16 ? WeightLayout::tile16 : WeightLayout::checkpoint) << "rank " << s.rank;
+        EXPECT_EQ(prep.data.nbytes(), v.data.nbytes());
+        EXPECT_EQ(prep.scale2, v.scale2);
+        EXPECT_TRUE(same_bits(decode(prep.view()), want)) << "prepared, rank " << s.rank;
       }
     }
   }
   EXPECT_EQ(ckpt.layer("model.layers.0.mlp.gate").tp, TpStyle::replicated);
   EXPECT_EQ(ckpt.layer("model.norm").tp, TpStyle::replicated);
+  // Shards of every tile16 format were prepared into tile16 (64 x 256 slices qualify) at least once.
+  EXPECT_EQ(prepare_for_linear(ckpt.shard("model.layers.5.mlp.gate_proj", 1, 2)).layout, WeightLayout::tile16);
+  EXPECT_EQ(prepare_for_linear(ckpt.shard("model.layers.6.mlp.gate_proj", 0, 2)).layout, WeightLayout::checkpoint);
+  expect_bad_argument([&] { prepare_for_linear(ckpt.shard("model.norm", 0, 1)); }, "model.norm");
   EXPECT_EQ(ckpt.layer("model.layers.0.self_attn.o_proj").tp, TpStyle::row);
   EXPECT_EQ(ckpt.layer("model.layers.0.self_attn.q_proj").tp, TpStyle::column);
 }

@@ -15,8 +15,10 @@
 // all of them; weight() and shard() on a layer with problems throw BadArgument naming the layer.
 //
 // Layout: shards are owning host tensors in the checkpoint layout (the same names, dtypes and
-// block order as the files). That is also the layout the GPU kernels consume today: the decoders
-// read ModelOpt / ggml bytes directly, so no repack and no BF16 expansion happens anywhere here.
+// block order as the files); every GPU kernel can read that layout directly. prepare_for_linear()
+// repacks one shard into the layout the linear op streams fastest (tile16, formats/tile16.h): a
+// lossless byte permutation of the same size, so no BF16 expansion happens anywhere here, and at most
+// one extra shard-sized copy is alive at a time.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -147,6 +149,13 @@ struct LayerShard {
   // b12x format (F32 weights, norms). Valid while this shard lives.
   WeightView view() const;
 };
+
+// The shard's weight prepared for the linear op with act_dtype activations: repacked on the host
+// into linear::preferred_layout (tile16 for FP8 / MXFP8 / NVFP4 / MXFP4 / Q8_0), or copied in the
+// checkpoint layout where that is preferred (16-bit weights, IQ2) or tile16 does not apply to the
+// slice (N % 16 or K % 32 not 0). Bind it with linear::Caps::layout = the result's layout.
+// BadArgument naming the layer when it has no b12x format (F32 weights, norms).
+PackedWeight prepare_for_linear(const LayerShard& shard, DType act_dtype = DType::bf16);
 
 // ---- the checkpoint -----------------------------------------------------------------------------
 
