@@ -13,6 +13,7 @@
 #include "b12x/formats/ggml.h"
 #include "b12x/formats/mx.h"
 #include "b12x/formats/nvfp4.h"
+#include "b12x/linear/linear.h"
 #include "checkpoint/internal.h"
 
 namespace b12x {
@@ -808,7 +809,12 @@ std::string kernel_path(const LayerRecord& r) {
   if (!r.ok()) return "unsupported: invalid layer (see problems)";
   switch (r.kind) {
     case LayerKind::linear:
-      if (r.format) return "linear.decode (M<=16)";
+      if (r.format) {  // the decode kernel with BF16 activations, after prepare_for_linear
+        const Format f = *r.format;
+        if (linear::preferred_layout(f, DType::bf16) == WeightLayout::tile16 && r.n % 16 == 0 && r.k % 32 == 0)
+          return "linear.decode mma_tile16 (M<=16)";
+        return linear::mma_supports(f, DType::bf16) ? "linear.decode mma (M<=16)" : "linear.decode gemv (M<=16)";
+      }
       return "unsupported: " + r.format_label + " weights have no b12x format (store BF16)";
     case LayerKind::expert: return "unsupported: no fused MoE op in b12x yet";
     case LayerKind::embedding:

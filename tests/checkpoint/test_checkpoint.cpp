@@ -365,7 +365,11 @@ TEST_F(CheckpointTest, ResolvesEveryFormatAndViewsDecodeLikeTheOriginal) {
     EXPECT_EQ(*l.format, f);
     EXPECT_EQ(l.n, originals[name].n);
     EXPECT_EQ(l.k, originals[name].k);
-    EXPECT_EQ(kernel_path(l), "linear.decode (M<=16)");
+    const bool tile16 = linear::preferred_layout(f, DType::bf16) == WeightLayout::tile16;
+    const bool mma = linear::mma_supports(f, DType::bf16);
+    EXPECT_EQ(kernel_path(l), tile16 ? "linear.decode mma_tile16 (M<=16)"
+                              : mma  ? "linear.decode mma (M<=16)"
+                                     : "linear.decode gemv (M<=16)");
     const WeightView w = ckpt.weight(name);
     validate_weight(w);
     EXPECT_TRUE(same_bits(decode(w), decode(originals[name].view())));
