@@ -164,26 +164,6 @@ int choose_ksplit(int64_t n, int64_t k, int rows, int sm_count) {
 
 }  // namespace
 
-bool mma_supports(Format format, DType act_dtype) {
-  switch (format) {
-    case Format::bf16: return act_dtype == DType::bf16;
-    case Format::f16: return act_dtype == DType::f16;
-    case Format::fp8_tensor:
-    case Format::fp8_channel:
-    case Format::fp8_block:
-    case Format::mxfp8:
-    case Format::nvfp4:
-    case Format::mxfp4:
-    case Format::q8_0: return act_dtype == DType::bf16 || act_dtype == DType::f16;
-    default: return false;
-  }
-}
-
-WeightLayout preferred_layout(Format format, DType act_dtype) {
-  const bool sixteen_bit = format == Format::bf16 || format == Format::f16;
-  return mma_supports(format, act_dtype) && !sixteen_bit ? WeightLayout::tile16 : WeightLayout::checkpoint;
-}
-
 void validate_caps(const Caps& caps) {
   const FormatInfo& info = checked_format(caps.format);
   act_code(caps.act_dtype);

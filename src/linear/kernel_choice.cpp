@@ -1,0 +1,27 @@
+// Which decode kernel and weight layout serve a format (include/b12x/linear/linear.h): pure facts with
+// no runtime dependency, so host-only builds (the checkpoint reader's fuzz targets) link them alone.
+#include "b12x/linear/linear.h"
+
+namespace b12x::linear {
+
+bool mma_supports(Format format, DType act_dtype) {
+  switch (format) {
+    case Format::bf16: return act_dtype == DType::bf16;
+    case Format::f16: return act_dtype == DType::f16;
+    case Format::fp8_tensor:
+    case Format::fp8_channel:
+    case Format::fp8_block:
+    case Format::mxfp8:
+    case Format::nvfp4:
+    case Format::mxfp4:
+    case Format::q8_0: return act_dtype == DType::bf16 || act_dtype == DType::f16;
+    default: return false;
+  }
+}
+
+WeightLayout preferred_layout(Format format, DType act_dtype) {
+  const bool sixteen_bit = format == Format::bf16 || format == Format::f16;
+  return mma_supports(format, act_dtype) && !sixteen_bit ? WeightLayout::tile16 : WeightLayout::checkpoint;
+}
+
+}  // namespace b12x::linear
