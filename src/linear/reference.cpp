@@ -68,53 +68,6 @@ void decode_fp8(const HostTensor& q, const HostTensor& scales, int64_t group, st
                           scales.ptr<float>()[r * scale_cols + c / group];
 }
 
-DecodedActivations quantize_fp8(const TensorView& x, ActMode act, float input_scale) {
-  const int64_t rows = x.size(0), cols = x.size(1);
-  DecodedActivations a{std::vector<double>(rows * cols), 1.0};
-  HostTensor q(DType::f8_e4m3, {rows, cols});
-  if (act == ActMode::fp8_tensor) {
-    fp8_quantize_static(x, input_scale, q.view());
-    for (int64_t i = 0; i < rows * cols; ++i) a.values[i] = e4m3_to_f32(q.ptr<uint8_t>()[i]);
-    a.tensor_scale = input_scale;
-    return a;
-  }
-  const Fp8Block block = act == ActMode::fp8_token ? kFp8PerRow : kFp8Group1x128;
-  int64_t scale_rows, scale_cols;
-  fp8_scale_shape(rows, cols, block, &scale_rows, &scale_cols);
-  HostTensor scales(DType::f32, {scale_rows, scale_cols});
-  fp8_quantize(x, block, q.view(), scales.view());
-  decode_fp8(q, scales, act == ActMode::fp8_token ? std::max<int64_t>(cols, 1) : 128, a.values);
-  return a;
-}
-
-DecodedActivations quantize_mxfp8(const TensorView& x) {
-  const int64_t rows = x.size(0), cols = x.size(1);
-  B12X_CHECK_ARG(cols % kMxGroup == 0, "x", "K must be a multiple of ", kMxGroup, " for mxfp8 activations, got ", cols);
-  HostTensor q(DType::f8_e4m3, {rows, cols});
-  HostTensor scales(DType::ue8m0, {rows, cols / kMxGroup});
-  mx_quantize(Format::mxfp8, x, q.view(), scales.view());
-  DecodedActivations a{std::vector<double>(rows * cols), 1.0};
-  for (int64_t i = 0; i < rows * cols; ++i)
-    a.values[i] = static_cast<double>(e4m3_to_f32(q.ptr<uint8_t>()[i])) * ue8m0_to_f32(scales.ptr<uint8_t>()[i / kMxGroup]);
-  return a;
-}
-
-DecodedActivations quantize_nvfp4(const TensorView& x, float input_scale) {
-  const int64_t rows = x.size(0), cols = x.size(1);
-  B12X_CHECK_ARG(cols % kNvfp4Group == 0, "x", "K must be a multiple of ", kNvfp4Group, " for nvfp4 activations, got ", cols);
-  HostTensor packed(DType::u8, {rows, cols / 2});
-  HostTensor scales(DType::f8_e4m3, {rows, cols / kNvfp4Group});
-  const float global_scale = 1.0f / input_scale;  // the quantizer's multiplier g = 1 / s2
-  B12X_CHECK_ARG(std::isfinite(global_scale), "input_scale", "is too small: 1 / ", input_scale, " overflows FP32");
-  nvfp4_quantize(x, global_scale, packed.view(), scales.view());
-  DecodedActivations a{std::vector<double>(rows * cols), input_scale};
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    const uint8_t code = (packed.ptr<uint8_t>()[i / 2] >> (4 * (i % 2))) & 0xF;  // even element low
-    a.values[i] = static_cast<double>(e2m1_to_f32(code)) * e4m3_to_f32(scales.ptr<uint8_t>()[i / kNvfp4Group]);
-  }
-  return a;
-}
-
 void check_x(const TensorView& x) { expect(x, "x").host().dtype_in({DType::bf16, DType::f16, DType::f32}).ndim(2).contiguous(); }
 
 void check_input_scale(ActMode act, float input_scale) {
@@ -125,20 +78,35 @@ void check_input_scale(ActMode act, float input_scale) {
 
 DecodedActivations decode_activations(const TensorView& x, ActMode act, float input_scale) {
   check_x(x);
-  check_input_scale(act, input_scale);
-  switch (act) {
-    case ActMode::a16: {
-      DecodedActivations a{std::vector<double>(x.numel()), 1.0};
-      for (int64_t i = 0; i < x.numel(); ++i) a.values[i] = load_f32(x.data, x.dtype, i);
-      return a;
-    }
-    case ActMode::fp8_tensor:
-    case ActMode::fp8_token:
-    case ActMode::fp8_block: return quantize_fp8(x, act, input_scale);
-    case ActMode::mxfp8: return quantize_mxfp8(x);
-    case ActMode::nvfp4: return quantize_nvfp4(x, input_scale);
+  const int64_t rows = x.size(0), cols = x.size(1);
+  DecodedActivations a{std::vector<double>(rows * cols), 1.0};
+  if (act == ActMode::a16) {
+    for (int64_t i = 0; i < x.numel(); ++i) a.values[i] = load_f32(x.data, x.dtype, i);
+    return a;
   }
-  fail_arg("activation", "unknown activation mode value ", static_cast<int>(act));
+  const QuantizedActivations qa = quantize_activations(x, act, input_scale);
+  a.tensor_scale = qa.tensor_scale;
+  const uint8_t* q = qa.q.ptr<uint8_t>();
+  const uint8_t* s8 = qa.scales.ptr<uint8_t>();
+  switch (act) {
+    case ActMode::fp8_tensor:
+      for (int64_t i = 0; i < rows * cols; ++i) a.values[i] = e4m3_to_f32(q[i]);
+      break;
+    case ActMode::fp8_token: decode_fp8(qa.q, qa.scales, std::max<int64_t>(cols, 1), a.values); break;
+    case ActMode::fp8_block: decode_fp8(qa.q, qa.scales, 128, a.values); break;
+    case ActMode::mxfp8:
+      for (int64_t i = 0; i < rows * cols; ++i)
+        a.values[i] = static_cast<double>(e4m3_to_f32(q[i])) * ue8m0_to_f32(s8[i / kMxGroup]);
+      break;
+    case ActMode::nvfp4:
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        const uint8_t code = (q[i / 2] >> (4 * (i % 2))) & 0xF;  // even element low
+        a.values[i] = static_cast<double>(e2m1_to_f32(code)) * e4m3_to_f32(s8[i / kNvfp4Group]);
+      }
+      break;
+    case ActMode::a16: break;
+  }
+  return a;
 }
 
 void check_weight(const WeightView& w, int64_t k) {
@@ -171,6 +139,52 @@ void check_act_supported(Format weight, ActMode act) {
     if (act_supported(weight, m.mode)) served += (served.empty() ? "" : ", ") + std::string(m.name);
   fail_unsupported("activation mode '", act_mode_name(act), "' is not supported with weight format '",
                    format_info(weight).name, "' (", format_info(weight).name, " takes: ", served, ")");
+}
+
+QuantizedActivations quantize_activations(const TensorView& x, ActMode act, float input_scale) {
+  check_x(x);
+  check_input_scale(act, input_scale);
+  const int64_t rows = x.size(0), cols = x.size(1);
+  QuantizedActivations a;
+  switch (act) {
+    case ActMode::a16: fail_arg("activation", "a16 activations are used as given: there is nothing to quantize");
+    case ActMode::fp8_tensor:
+      a.q = HostTensor(DType::f8_e4m3, {rows, cols});
+      a.scales = HostTensor(DType::f32, {1});
+      fp8_quantize_static(x, input_scale, a.q.view());
+      a.scales.ptr<float>()[0] = input_scale;
+      a.tensor_scale = input_scale;
+      return a;
+    case ActMode::fp8_token:
+    case ActMode::fp8_block: {
+      const Fp8Block block = act == ActMode::fp8_token ? kFp8PerRow : kFp8Group1x128;
+      int64_t scale_rows, scale_cols;
+      fp8_scale_shape(rows, cols, block, &scale_rows, &scale_cols);
+      a.q = HostTensor(DType::f8_e4m3, {rows, cols});
+      a.scales = HostTensor(DType::f32, {scale_rows, scale_cols});
+      fp8_quantize(x, block, a.q.view(), a.scales.view());
+      return a;
+    }
+    case ActMode::mxfp8:
+      B12X_CHECK_ARG(cols % kMxGroup == 0, "x", "K must be a multiple of ", kMxGroup, " for mxfp8 activations, got ",
+                     cols);
+      a.q = HostTensor(DType::f8_e4m3, {rows, cols});
+      a.scales = HostTensor(DType::ue8m0, {rows, cols / kMxGroup});
+      mx_quantize(Format::mxfp8, x, a.q.view(), a.scales.view());
+      return a;
+    case ActMode::nvfp4: {
+      B12X_CHECK_ARG(cols % kNvfp4Group == 0, "x", "K must be a multiple of ", kNvfp4Group,
+                     " for nvfp4 activations, got ", cols);
+      const float global_scale = 1.0f / input_scale;  // the quantizer's multiplier g = 1 / s2
+      B12X_CHECK_ARG(std::isfinite(global_scale), "input_scale", "is too small: 1 / ", input_scale, " overflows FP32");
+      a.q = HostTensor(DType::u8, {rows, cols / 2});
+      a.scales = HostTensor(DType::f8_e4m3, {rows, cols / kNvfp4Group});
+      nvfp4_quantize(x, global_scale, a.q.view(), a.scales.view());
+      a.tensor_scale = input_scale;
+      return a;
+    }
+  }
+  fail_arg("activation", "unknown activation mode value ", static_cast<int>(act));
 }
 
 void reference_activations(const TensorView& x, ActMode act, float input_scale, const TensorView& out) {

@@ -37,6 +37,20 @@ struct LinearRefArgs {
 // bias and rounds once to y's dtype.
 void reference_linear(const LinearRefArgs& args);
 
+// Activations quantized by `act` (any mode but a16; x host bf16/f16/f32 [M, K]) with b12x's host
+// quantizers, the operands the quantized-activation GEMMs consume:
+//   fp8_tensor  q f8_e4m3 [M, K] = e4m3_sat(x / input_scale); scales f32 [1] = input_scale
+//   fp8_token   q f8_e4m3 [M, K]; scales f32 [M, 1]            (amax / 448 per row)
+//   fp8_block   q f8_e4m3 [M, K]; scales f32 [M, ceil(K/128)]  (amax / 448 per 1x128 group)
+//   mxfp8       q f8_e4m3 [M, K]; scales ue8m0 [M, K/32]       (UE8M0 ceil rule)
+//   nvfp4       q u8 [M, K/2];    scales f8_e4m3 [M, K/16]     (global multiplier 1 / input_scale)
+// tensor_scale is the factor left for the epilogue (input_scale for fp8_tensor and nvfp4, else 1).
+struct QuantizedActivations {
+  HostTensor q, scales;
+  float tensor_scale = 1.0f;
+};
+QuantizedActivations quantize_activations(const TensorView& x, ActMode act, float input_scale);
+
 // The activations as the GEMM sees them: x quantized by `act` and decoded again (f64 [M, K]);
 // a16 returns x itself. Exposed for tests and error analysis.
 void reference_activations(const TensorView& x, ActMode act, float input_scale, const TensorView& out);
