@@ -3,7 +3,9 @@
 # compute-sanitizer (memcheck, racecheck), then the benchmarks when they exist. Logs go to $OUT
 # (or ./gpu-out) so they come back with the call. Usage: scripts/gpu-check.sh [--no-sanitizer]
 # Env: BENCH_SUITES (default quick), BENCH_FILTER (a --filter regex), GPU_TEST_FILTER (ctest -R),
-# BUILD_TARGETS (space-separated; default: everything).
+# BUILD_TARGETS (space-separated; default: everything), B12X_TORCH (AUTO: build the torch extension
+# and run its GPU tests when python3 there imports torch). Python test packages the machine lacks
+# travel as wheels in .whl (carry it): gguf, for tests/oracle.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-$PWD/gpu-out}"
@@ -17,8 +19,15 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 step "device"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/device.txt"
 
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
 step "build"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DB12X_TORCH="${B12X_TORCH:-AUTO}" \
+  -DPython3_EXECUTABLE="$(command -v python3)" >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+grep -E "b12x: torch" "$out/configure.log" || true
 cmake --build build-gpu -j "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 echo "built"
 

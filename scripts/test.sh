@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test that needs no GPU (ctest label `cpu`), then the parser and
-# checkpoint fuzzers under ASan + UBSan for FUZZ_SECONDS per target (default 30; scripts/fuzz.sh).
-# Both steps always run; the last lines summarise them (the fuzz result, then ctest's counts), and
+# Sets up, builds and runs every test that needs no GPU (ctest label `cpu`, the torch extension's
+# pytest files included), then the parser and checkpoint fuzzers under ASan + UBSan for FUZZ_SECONDS
+# per target (default 30; scripts/fuzz.sh), then `pip install .` and the installed package's tests
+# (scripts/test-package.sh). All steps always run; the last lines summarise them (fuzz, package, then ctest's counts), and
 # the exit status is non-zero when either failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,11 @@ if ./scripts/fuzz.sh "$fuzz_seconds" 2>&1 | tee "$logs/fuzz"; then
 else
   fuzz_rc=$?
 fi
+if ./scripts/test-package.sh 2>&1 | tee "$logs/package"; then
+  package_rc=0
+else
+  package_rc=$?
+fi
 
 echo
 echo "== test.sh summary =="
@@ -30,6 +36,12 @@ if ((fuzz_rc == 0)); then
 else
   echo "fuzz: FAILED (scripts/fuzz.sh exit $fuzz_rc; its output is above)"
 fi
+package_counts=$(grep -Eo '[0-9]+ (passed|failed)[^=]*' "$logs/package" | tail -n 1 || true)
+if ((package_rc == 0)); then
+  echo "package: ok, pip install . and its tests: ${package_counts:-no summary}"
+else
+  echo "package: FAILED (scripts/test-package.sh exit $package_rc: ${package_counts:-no summary}; its output is above)"
+fi
 counts=$(grep -Eo '[0-9]+ tests failed out of [0-9]+' "$logs/ctest" | tail -n 1 || true)
 if [[ $counts =~ ^([0-9]+)\ tests\ failed\ out\ of\ ([0-9]+)$ ]]; then
   echo "ctest: $((BASH_REMATCH[2] - BASH_REMATCH[1])) passed, ${BASH_REMATCH[1]} failed"
@@ -37,4 +49,5 @@ else
   echo "ctest: FAILED (exit $ctest_rc, no test summary)"
 fi
 if ((ctest_rc != 0)); then exit "$ctest_rc"; fi
+if ((package_rc != 0)); then exit "$package_rc"; fi
 exit "$fuzz_rc"

@@ -1,0 +1,244 @@
+// torch.ops.b12x.linear / linear_out / linear_plan / preferred_layout.
+//
+// CPU: reference_linear (every format, every activation mode; float64 accumulation) - the spec.
+// CUDA: the linear op's decode kernels (act_mode a16, BF16/FP16 x). M <= 16 rows run as one launch of
+// the plan for M's token bucket; larger M runs as ceil(M / 16) launches of the 16-token path, each
+// streaming the whole weight (correct, but the prefill GEMMs of issue 5 are what M > 16 wants).
+// Plans are made once per (weight shape and format, dtypes, bias, token bucket, device) and kept for
+// the life of the process; making one while the stream captures a CUDA graph raises
+// KernelResolutionFrozenError, so warm-up (a first eager call, b12x.linear.plan) comes before capture.
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "b12x/core/error.h"
+#include "b12x/linear/linear.h"
+#include "b12x/linear/reference.h"
+#include "common.h"
+
+namespace b12x::torch_ext {
+
+namespace {
+
+int64_t token_bucket(int64_t m) {
+  for (int64_t b : linear::kTokenBuckets)
+    if (m <= b) return b;
+  return linear::kMaxDecodeTokens;
+}
+
+std::string caps_key(const linear::Caps& c, int device) {
+  return detail::concat("linear{format=", format_info(c.format).name, ", n=", c.n, ", k=", c.k,
+                        ", max_tokens=", c.max_tokens, ", act=", dtype_name(c.act_dtype),
+                        ", out=", dtype_name(c.out_dtype), ", bias=", c.has_bias ? dtype_name(c.bias_dtype) : "none",
+                        ", layout=", layout_name(c.layout), "} on cuda:", device);
+}
+
+// Plans live as long as the process: bindings made from them are only used inside one op call.
+class PlanCache {
+ public:
+  const linear::Plan& get(const linear::Caps& caps, int device, cudaStream_t stream) {
+    const std::string key = caps_key(caps, device);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return *it->second;
+    check_not_capturing(stream, "making the plan " + key);
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    auto plan = std::make_unique<linear::Plan>(linear::plan(caps, stream));
+    return *plans_.emplace(key, std::move(plan)).first->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<linear::Plan>> plans_;
+};
+
+PlanCache& plans() {
+  static PlanCache cache;
+  return cache;
+}
+
+linear::Caps caps_for(const WeightView& w, DType act, DType out, const TensorView& bias, int64_t max_tokens) {
+  linear::Caps caps;
+  caps.format = w.format;
+  caps.n = w.n;
+  caps.k = w.k;
+  caps.max_tokens = max_tokens;
+  caps.act_dtype = act;
+  caps.out_dtype = out;
+  caps.has_bias = !bias.empty();
+  if (caps.has_bias) caps.bias_dtype = bias.dtype;
+  caps.layout = w.layout;
+  return caps;
+}
+
+// x [*, K] as contiguous [M, K] rows, 16-byte aligned (a sliced x may not be: then it is copied).
+at::Tensor rows_of(const at::Tensor& x, int64_t k) {
+  at::Tensor x2 = x.reshape({-1, k}).contiguous();
+  if (x2.is_cuda() && reinterpret_cast<uintptr_t>(x2.const_data_ptr()) % 16 != 0) x2 = x2.clone();
+  return x2;
+}
+
+void check_out(const at::Tensor& x, const WeightView& w, const at::Tensor& out) {
+  std::vector<int64_t> want(x.sizes().begin(), x.sizes().end() - 1);
+  want.push_back(w.n);
+  B12X_CHECK_ARG(out.sizes().vec() == want, "out", "must have shape ", shape_string(want), " (x's leading dims, N), got ",
+                 shape_string(out.sizes().vec()));
+  B12X_CHECK_ARG(out.is_contiguous(), "out", "must be contiguous");
+  B12X_CHECK_ARG(out.device() == x.device(), "out", "must be on x's device (", x.device().str(), "), got ",
+                 out.device().str());
+}
+
+void linear_cpu(const at::Tensor& x, const WeightView& w, const std::optional<at::Tensor>& bias, ActMode act,
+                double input_scale, at::Tensor& out) {
+  const at::Tensor x2 = rows_of(x, w.k);
+  if (x2.size(0) == 0) return;
+  LinearRefArgs a;
+  a.x = view_of(x2, "x");
+  a.w = w;
+  a.act = act;
+  a.input_scale = static_cast<float>(input_scale);
+  at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  a.bias = view_of(b, "bias");
+  a.y = view_of(out.view({x2.size(0), w.n}), "out");
+  reference_linear(a);
+}
+
+void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<at::Tensor>& bias, ActMode act,
+                 at::Tensor& out) {
+  if (act != ActMode::a16)
+    fail_unsupported("linear on CUDA serves act_mode 'a16' (BF16/FP16 activations used as given); '",
+                     act_mode_name(act), "' activations need the quantized-activation GEMMs, which are not there "
+                     "yet (issue 6). The CPU kernel of this op computes every mode.");
+  B12X_CHECK_ARG(x.scalar_type() == c10::ScalarType::BFloat16 || x.scalar_type() == c10::ScalarType::Half, "x",
+                 "must be bfloat16 or float16 on CUDA, got ", c10::toString(x.scalar_type()));
+  const at::Tensor x2 = rows_of(x, w.k);
+  const int64_t m = x2.size(0);
+  if (m == 0) return;
+  const int device = x.get_device();
+  c10::cuda::CUDAGuard guard(x.device());
+  cudaStream_t stream = current_stream(x);
+  const TensorView bias_view = view_of(bias, "bias");
+  const DType act_dtype = to_dtype(x2.scalar_type(), "x");
+  const DType out_dtype = to_dtype(out.scalar_type(), "out");
+  const TensorView xv = view_of(x2, "x");
+  const TensorView yv = view_of(out, "out");
+  const size_t x_row = static_cast<size_t>(w.k) * dtype_size(act_dtype);
+  const size_t y_row = static_cast<size_t>(w.n) * dtype_size(out_dtype);
+  for (int64_t r0 = 0; r0 < m; r0 += linear::kMaxDecodeTokens) {
+    const int64_t rows = std::min<int64_t>(linear::kMaxDecodeTokens, m - r0);
+    const linear::Plan& plan = plans().get(caps_for(w, act_dtype, out_dtype, bias_view, token_bucket(rows)), device, stream);
+    TensorView xc(static_cast<char*>(xv.data) + r0 * x_row, act_dtype, {rows, w.k}, xv.device);
+    TensorView yc(static_cast<char*>(yv.data) + r0 * y_row, out_dtype, {rows, w.n}, yv.device);
+    const linear::Binding b = linear::bind(plan, Scratch{nullptr, 0, xv.device}, xc, w, bias_view, yc);
+    linear::run(b, stream);
+  }
+}
+
+void linear_into(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& weight_scale,
+                 double tensor_scale, const std::string& format, const std::string& layout,
+                 const std::optional<at::Tensor>& bias, const std::string& act_mode, double input_scale,
+                 at::Tensor& out) {
+  const WeightView w = weight_of(weight, weight_scale, tensor_scale, format, layout);
+  const ActMode act = parse_act_mode(act_mode, "act_mode");
+  check_act_supported(w.format, act);
+  B12X_CHECK_ARG(x.dim() >= 1 && x.size(-1) == w.k, "x", "must be [*, K] with K = ", w.k, " (the weight's in_features), got ",
+                 shape_string(x.sizes().vec()));
+  B12X_CHECK_ARG(weight.device() == x.device(), "weight", "must be on x's device (", x.device().str(), "), got ",
+                 weight.device().str());
+  if (bias.has_value())
+    B12X_CHECK_ARG(bias->device() == x.device(), "bias", "must be on x's device (", x.device().str(), "), got ",
+                   bias->device().str());
+  check_out(x, w, out);
+  if (x.is_cuda()) linear_cuda(x, w, bias, act, out);
+  else linear_cpu(x, w, bias, act, input_scale, out);
+}
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& weight_scale,
+                  double tensor_scale, std::string_view format, std::string_view layout,
+                  const std::optional<at::Tensor>& bias, std::optional<c10::ScalarType> out_dtype,
+                  std::string_view act_mode, double input_scale) {
+  return guarded([&] {
+    B12X_CHECK_ARG(weight.dim() >= 1, "weight", "must have at least one dimension");
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().empty() ? x.sizes().end() : x.sizes().end() - 1);
+    shape.push_back(weight.size(0));
+    at::Tensor out = at::empty(shape, x.options().dtype(out_dtype.value_or(x.scalar_type())));
+    linear_into(x, weight, weight_scale, tensor_scale, std::string(format), std::string(layout), bias,
+                std::string(act_mode), input_scale, out);
+    return out;
+  });
+}
+
+void linear_out(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& weight_scale,
+                double tensor_scale, std::string_view format, std::string_view layout,
+                const std::optional<at::Tensor>& bias, std::string_view act_mode, double input_scale, at::Tensor& out) {
+  guarded([&] {
+    linear_into(x, weight, weight_scale, tensor_scale, std::string(format), std::string(layout), bias,
+                std::string(act_mode), input_scale, out);
+  });
+}
+
+std::string preferred_layout(std::string_view format, c10::ScalarType act_dtype) {
+  return guarded([&] {
+    return std::string(layout_name(linear::preferred_layout(parse_format(format, "format"), to_dtype(act_dtype, "act_dtype"))));
+  });
+}
+
+// Makes the plans a layer needs for up to max_tokens rows (every token bucket up to it) and returns
+// what serves each range of M, e.g. "M<=8: decode.mma_tile16{tokens=8, ksplit=2, ...}".
+std::vector<std::string> linear_plan(std::string_view format, int64_t n, int64_t k, std::string_view layout,
+                                     c10::ScalarType act_dtype, c10::ScalarType out_dtype,
+                                     std::optional<c10::ScalarType> bias_dtype, int64_t max_tokens, c10::Device device) {
+  return guarded([&] {
+    B12X_CHECK_ARG(device.is_cuda(), "device", "plans are made for CUDA devices, got ", device.str());
+    B12X_CHECK_ARG(max_tokens >= 1, "max_tokens", "must be positive, got ", max_tokens);
+    const int index = device.has_index() ? device.index() : c10::cuda::current_device();
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index));
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index)).stream();
+    linear::Caps caps;
+    caps.format = parse_format(format, "format");
+    caps.n = n;
+    caps.k = k;
+    caps.act_dtype = to_dtype(act_dtype, "act_dtype");
+    caps.out_dtype = to_dtype(out_dtype, "out_dtype");
+    caps.has_bias = bias_dtype.has_value();
+    if (bias_dtype) caps.bias_dtype = to_dtype(*bias_dtype, "bias_dtype");
+    caps.layout = parse_layout(std::string(layout));
+    std::vector<std::string> served;
+    const int64_t top = token_bucket(std::min(max_tokens, linear::kMaxDecodeTokens));
+    const linear::Plan* largest = nullptr;
+    for (int64_t b : linear::kTokenBuckets) {
+      if (b > top) break;
+      caps.max_tokens = b;
+      largest = &plans().get(caps, index, stream);
+    }
+    for (const linear::PlanPath& p : largest->paths) served.push_back(detail::concat("M<=", p.max_tokens, ": ", p.name));
+    if (max_tokens > linear::kMaxDecodeTokens)
+      served.push_back(detail::concat("M>", linear::kMaxDecodeTokens, ": ceil(M/", linear::kMaxDecodeTokens,
+                                      ") launches of the M<=16 path (no prefill kernels yet)"));
+    return served;
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(b12x, CPU, m) {
+  m.impl("linear", &linear);
+  m.impl("linear_out", &linear_out);
+}
+
+TORCH_LIBRARY_IMPL(b12x, CUDA, m) {
+  m.impl("linear", &linear);
+  m.impl("linear_out", &linear_out);
+}
+
+TORCH_LIBRARY_IMPL(b12x, CompositeImplicitAutograd, m) {
+  m.impl("preferred_layout", &preferred_layout);
+  m.impl("linear_plan", &linear_plan);
+}
+
+}  // namespace b12x::torch_ext

@@ -1,0 +1,188 @@
+"""torch.ops.b12x.* on a CUDA device (label `gpu`, run by scripts/gpu-check.sh on the H200): CUDA
+results against the CPU kernels (the reference) on fresh random data with poisoned outputs, the GPU
+repack byte-identical to the host one, torch.compile(fullgraph=True) with inductor, CUDA-graph
+capture and replay with changed inputs, and the capture / freeze errors."""
+import numpy as np
+import pytest
+import torch
+
+import b12x
+from oracle import SEED
+from support import oracle_weight, poisoned
+from test_ops import FORMATS, TinyModel, q8_0_table
+
+DEV = "cuda"
+
+
+def check_against_cpu(got, want, abs_sum, what):
+    """got (CUDA, any float dtype) vs want (CPU reference output, f32): every element written, error
+    within FP32 accumulation (1e-4 of sum |x| |w|) plus the output dtype's rounding; rel L2 <= 1e-2
+    and cosine >= 0.9999 as the decode issue asks."""
+    g = got.float().cpu()
+    assert not torch.isnan(g).any(), f"{what}: unwritten (NaN-poisoned) outputs, seed={SEED}"
+    # Sums beyond the output type's range are infinities of the right sign (FP16 output of MXFP8 weights).
+    fmax = torch.finfo(got.dtype).max
+    over = want.abs() > 1.01 * fmax
+    assert torch.equal(g[over], torch.sign(want[over]) * torch.inf), f"{what}: overflow, seed={SEED}"
+    keep = want.abs() < 0.99 * fmax
+    g, want, abs_sum = g[keep], want[keep], abs_sum[keep]
+    assert torch.isfinite(g).all(), f"{what}: non-finite outputs, seed={SEED}"
+    eps = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}[got.dtype]
+    err = (g - want).abs()
+    allowed = eps * want.abs() + 1e-4 * abs_sum + 1e-30
+    worst = int(torch.argmax(err - allowed))
+    assert (err <= allowed).all(), (f"{what}: y[{worst}] = {g.flatten()[worst]}, want {want.flatten()[worst]}, "
+                                    f"seed={SEED}")
+    rel = (g - want).norm() / want.norm()
+    cos = torch.nn.functional.cosine_similarity(g.flatten(), want.flatten(), dim=0)
+    assert rel <= 1e-2 and cos >= 0.9999, (what, float(rel), float(cos))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_linear_cuda_matches_the_cpu_kernel(rng, fmt):
+    n, k = 272, 512  # 17 row tiles: not a multiple of a CTA's rows
+    w_cpu, exact = oracle_weight(rng, fmt, n, k)
+    layouts = {"checkpoint", b12x.linear.preferred_layout(fmt, n=n, k=k)}
+    for layout in sorted(layouts):
+        w = b12x.linear.pack_weight(w_cpu.weight.to(DEV), None if w_cpu.weight_scale is None else
+                                    w_cpu.weight_scale.to(DEV), w_cpu.tensor_scale, format=fmt, layout=layout)
+        for x_dtype in (torch.bfloat16, torch.float16):
+            if fmt in ("bf16", "f16") and layout == "tile16":
+                continue
+            for m in ((1, 3, 16, 37) if x_dtype == torch.bfloat16 else (5,)):  # 37: three 16-token launches
+                x = torch.from_numpy(rng.uniform(-4, 4, (m, k)).astype(np.float32)).to(x_dtype)
+                bias = torch.from_numpy(rng.uniform(-1, 1, n).astype(np.float32)).to(x_dtype)
+                want = b12x.linear.mm(x, w_cpu, bias, out_dtype=torch.float32)  # the CPU reference
+                abs_sum = x.float().abs() @ torch.from_numpy(np.abs(exact)).float().T + bias.float().abs()
+                for out_dtype in (x_dtype, torch.float32):
+                    out = poisoned((m, n), out_dtype, DEV)
+                    b12x.linear.mm_out(x.to(DEV), w, out, bias.to(DEV))
+                    check_against_cpu(out, want, abs_sum, f"{fmt}/{layout}/{x_dtype}/M={m}/{out_dtype}")
+                y = b12x.linear.mm(x.to(DEV).view(1, m, k), w, bias.to(DEV))  # leading dims, functional op
+                assert y.shape == (1, m, n) and y.dtype == x_dtype
+                check_against_cpu(y.view(m, n), want, abs_sum, f"{fmt}/{layout}/functional")
+
+
+def test_gpu_pack_is_byte_identical_to_the_host(rng):
+    for fmt in FORMATS:
+        if fmt.startswith("iq2"):
+            continue
+        w, _ = oracle_weight(rng, fmt, 64, 256)
+        host = b12x.linear.pack_weight(w.weight, w.weight_scale, w.tensor_scale, format=fmt, layout="tile16")
+        dev = b12x.linear.pack_weight(w.weight.to(DEV), None if w.weight_scale is None else w.weight_scale.to(DEV),
+                                      w.tensor_scale, format=fmt, layout="tile16")
+        assert torch.equal(dev.weight.cpu().view(torch.uint8), host.weight.view(torch.uint8)), fmt
+        if host.weight_scale is not None:
+            assert torch.equal(dev.weight_scale.cpu().view(torch.uint8), host.weight_scale.view(torch.uint8)), fmt
+
+
+def test_embedding_cuda_is_bit_exact_with_the_cpu_kernel(rng):
+    v, k = 1000, 256
+    table = torch.from_numpy(q8_0_table(rng, v, k))
+    for id_dtype in (torch.int32, torch.int64):
+        ids = torch.from_numpy(rng.integers(-5, v + 5, (3, 77))).to(id_dtype)
+        for out_dtype in (torch.bfloat16, torch.float32):
+            want, want_bad = b12x.embedding.lookup_with_flags(table, ids, out_dtype)
+            got, bad = b12x.embedding.lookup_with_flags(table.to(DEV), ids.to(DEV), out_dtype)
+            assert torch.equal(bad.cpu(), want_bad) and int(want_bad.sum()) > 0
+            raw = torch.int16 if out_dtype == torch.bfloat16 else torch.int32
+            assert torch.equal(got.cpu().view(raw), want.view(raw)), (id_dtype, out_dtype)
+    with pytest.raises(b12x.BadArgument, match="out of range"):
+        b12x.embedding.lookup(table.to(DEV), torch.tensor([0, v], device=DEV), check_ids=True)
+
+
+def test_errors_on_cuda(rng):
+    w, _ = oracle_weight(rng, "nvfp4", 32, 64, DEV)
+    x = torch.randn(2, 64, dtype=torch.bfloat16, device=DEV)
+    with pytest.raises(b12x.Unsupported, match="act_mode 'a16'"):
+        b12x.linear.mm(x, w, act_mode="nvfp4", input_scale=1.0)
+    with pytest.raises(b12x.Unsupported, match="GPU quantization"):
+        b12x.quantization.quantize(x, "mxfp8")
+    with pytest.raises(b12x.BadArgument, match="argument 'weight': must be on x's device"):
+        b12x.linear.mm(x.cpu(), w)
+    with pytest.raises(b12x.BadArgument, match="argument 'x': must be bfloat16 or float16"):
+        b12x.linear.mm(x.float(), w)
+    assert b12x.linear.mm(x[:0], w).shape == (0, 32)
+
+
+def test_plan_names_the_kernels(rng):
+    w, _ = oracle_weight(rng, "fp8", 64, 256, DEV)
+    t = b12x.linear.pack_weight(w.weight, w.weight_scale, w.tensor_scale, format="fp8")
+    p = b12x.linear.plan(t, max_tokens=64)
+    assert t.layout == "tile16" and len(p.paths) == 6, p.paths  # buckets 1, 2, 4, 8, 16 and M > 16
+    assert all("mma_tile16" in line for line in p.paths[:5]) and p.paths[5].startswith("M>16")
+
+
+def test_torch_compile_inductor_fullgraph(rng):
+    torch._dynamo.reset()
+    model = TinyModel(rng).to(DEV)
+    compiled = torch.compile(model, fullgraph=True, dynamic=True)
+    for m in (4, 9, 1, 16):
+        ids = torch.from_numpy(rng.integers(0, 50, (m,))).to(DEV)
+        want = model(ids).float()
+        got = compiled(ids).float()
+        # inductor fuses the silu in between; the b12x ops themselves are the same kernels.
+        assert torch.allclose(got, want, rtol=2e-2, atol=1e-2 * float(want.abs().max())), m
+
+
+def test_cuda_graph_replays_with_new_inputs(rng):
+    model = TinyModel(rng).to(DEV)
+    static_ids = torch.zeros(8, dtype=torch.int64, device=DEV)
+    model(static_ids)  # warm-up outside capture: plans made, kernels loaded
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_out = model(static_ids)
+    for _ in range(3):
+        ids = torch.from_numpy(rng.integers(0, 50, (8,))).to(DEV)
+        static_ids.copy_(ids)
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(static_out, model(ids))
+
+
+def test_reduce_overhead_compile_replays_correctly(rng):
+    torch._dynamo.reset()
+    model = TinyModel(rng).to(DEV)
+    compiled = torch.compile(model, fullgraph=True, mode="reduce-overhead")
+    for _ in range(4):
+        ids = torch.from_numpy(rng.integers(0, 50, (6,))).to(DEV)
+        want = model(ids).float()
+        got = compiled(ids).float().clone()
+        assert torch.allclose(got, want, rtol=2e-2, atol=1e-2 * float(want.abs().max()))
+
+
+def test_making_a_plan_inside_capture_raises(rng):
+    w, _ = oracle_weight(rng, "mxfp8", 48, 96, DEV)  # a shape no other test plans
+    x = torch.randn(3, 96, dtype=torch.bfloat16, device=DEV)
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(b12x.KernelResolutionFrozenError, match="before capture"):
+        with torch.cuda.graph(g):
+            b12x.linear.mm(x, w)
+    torch.cuda.synchronize()
+    # Outside capture the same call works, and afterwards it captures.
+    want = b12x.linear.mm(x, w)
+    g2 = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g2):
+        y = b12x.linear.mm(x, w)
+    g2.replay()
+    assert torch.equal(y, want)
+
+
+def test_freeze_refuses_new_kernels_and_keeps_warm_ones(rng):
+    w, _ = oracle_weight(rng, "q8_0", 64, 128, DEV)
+    x = torch.randn(2, 128, dtype=torch.bfloat16, device=DEV)
+    warm = b12x.linear.mm(x, w)
+    b12x.freeze_kernel_resolution("serving")
+    try:
+        assert torch.equal(b12x.linear.mm(x, w), warm)  # loaded: still served
+        with pytest.raises(b12x.KernelResolutionFrozenError, match="serving"):
+            b12x.linear.mm(x, w, out_dtype=torch.float16)  # a new configuration would compile
+        with pytest.raises(b12x.KernelResolutionFrozenError):
+            b12x.prewarm([b12x.PrewarmItem("linear", "iq2_xs", 256, 512, tokens=(8,), out_dtype="f16")])
+    finally:
+        b12x.unfreeze_kernel_resolution()
+    r = b12x.prewarm([b12x.PrewarmItem("linear", "q8_0", 64, 128, tokens=(1, 2, 40))])
+    assert r.kernels >= 2
+    info = b12x.compile_cache_info()
+    assert info.entries_in_memory >= r.kernels and not info.frozen
