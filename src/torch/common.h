@@ -1,6 +1,9 @@
 // Shared glue of the torch extension: at::Tensor -> b12x views, the current CUDA stream, capture
 // checks, and the translation of b12x errors into the Python exception classes of b12x.errors.
 #pragma once
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -41,6 +44,27 @@ bool stream_capturing(cudaStream_t stream);
 // KernelResolutionFrozenError when `stream` is capturing a CUDA graph: `what` (e.g. "making a linear
 // plan") must happen before capture.
 void check_not_capturing(cudaStream_t stream, const std::string& what);
+
+// Plans of one op, made once per key and kept for the life of the process (bindings made from them
+// live only inside one op call). A miss while `stream` captures a CUDA graph raises
+// KernelResolutionFrozenError: plans are made before capture.
+template <class Plan>
+class PlanCache {
+ public:
+  template <class Make>
+  const Plan& get(const std::string& key, cudaStream_t stream, Make&& make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return *it->second;
+    check_not_capturing(stream, "making the plan " + key);
+    auto plan = std::make_unique<Plan>(make());
+    return *plans_.emplace(key, std::move(plan)).first->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Plan>> plans_;
+};
 
 // Rethrows the exception in flight: b12x errors as the registered Python classes (a
 // torch::PyTorchError, which torch's op bindings turn into that Python exception), anything else

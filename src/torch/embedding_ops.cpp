@@ -3,9 +3,6 @@
 // contract on both devices, with no host synchronisation on CUDA (graph-safe; the flags are the GPU
 // op's status region, embedding/lookup.h). CPU: reference_embedding_q8_0 per valid row.
 #include <limits>
-#include <map>
-#include <memory>
-#include <mutex>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
@@ -24,28 +21,12 @@ namespace {
 
 // Plans by capacity (the next power of two of T): the kernel depends only on the dtypes, a plan's
 // capacity sizes its status region.
-class PlanCache {
- public:
-  const embedding::Plan& get(const embedding::Caps& caps, int device, cudaStream_t stream) {
-    const std::string key = detail::concat("embedding_q8_0{vocab=", caps.vocab, ", k=", caps.k, ", max_tokens=",
-                                           caps.max_tokens, ", ids=", dtype_name(caps.ids_dtype), ", out=",
-                                           dtype_name(caps.out_dtype), "} on cuda:", device);
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = plans_.find(key);
-    if (it != plans_.end()) return *it->second;
-    check_not_capturing(stream, "making the plan " + key);
-    auto plan = std::make_unique<embedding::Plan>(embedding::plan(caps, stream));
-    return *plans_.emplace(key, std::move(plan)).first->second;
-  }
-
- private:
-  std::mutex mu_;
-  std::map<std::string, std::unique_ptr<embedding::Plan>> plans_;
-};
-
-PlanCache& plans() {
-  static PlanCache cache;
-  return cache;
+const embedding::Plan& plan_for(const embedding::Caps& caps, int device, cudaStream_t stream) {
+  static PlanCache<embedding::Plan> cache;
+  const std::string key = detail::concat("embedding_q8_0{vocab=", caps.vocab, ", k=", caps.k, ", max_tokens=",
+                                         caps.max_tokens, ", ids=", dtype_name(caps.ids_dtype), ", out=",
+                                         dtype_name(caps.out_dtype), "} on cuda:", device);
+  return cache.get(key, stream, [&] { return embedding::plan(caps, stream); });
 }
 
 int64_t capacity_for(int64_t t) {
@@ -85,7 +66,7 @@ at::Tensor lookup_cuda(const at::Tensor& table, const at::Tensor& ids, at::Tenso
   caps.max_tokens = capacity_for(T);
   caps.ids_dtype = to_dtype(ids.scalar_type(), "ids");
   caps.out_dtype = to_dtype(out.scalar_type(), "out_dtype");
-  const embedding::Plan& plan = plans().get(caps, table.get_device(), stream);
+  const embedding::Plan& plan = plan_for(caps, table.get_device(), stream);
   // Scratch per call from torch's allocator (graph-safe), aligned as plans want it.
   const size_t need = plan.scratch_bytes();
   at::Tensor storage = at::empty({static_cast<int64_t>(need + ScratchLayout::kAlignment)}, table.options().dtype(at::kByte));

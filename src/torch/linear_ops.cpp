@@ -7,10 +7,6 @@
 // Plans are made once per (weight shape and format, dtypes, bias, token bucket, device) and kept for
 // the life of the process; making one while the stream captures a CUDA graph raises
 // KernelResolutionFrozenError, so warm-up (a first eager call, b12x.linear.plan) comes before capture.
-#include <map>
-#include <memory>
-#include <mutex>
-
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -38,28 +34,12 @@ std::string caps_key(const linear::Caps& c, int device) {
                         ", layout=", layout_name(c.layout), "} on cuda:", device);
 }
 
-// Plans live as long as the process: bindings made from them are only used inside one op call.
-class PlanCache {
- public:
-  const linear::Plan& get(const linear::Caps& caps, int device, cudaStream_t stream) {
-    const std::string key = caps_key(caps, device);
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = plans_.find(key);
-    if (it != plans_.end()) return *it->second;
-    check_not_capturing(stream, "making the plan " + key);
+const linear::Plan& plan_for(const linear::Caps& caps, int device, cudaStream_t stream) {
+  static PlanCache<linear::Plan> cache;
+  return cache.get(caps_key(caps, device), stream, [&] {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-    auto plan = std::make_unique<linear::Plan>(linear::plan(caps, stream));
-    return *plans_.emplace(key, std::move(plan)).first->second;
-  }
-
- private:
-  std::mutex mu_;
-  std::map<std::string, std::unique_ptr<linear::Plan>> plans_;
-};
-
-PlanCache& plans() {
-  static PlanCache cache;
-  return cache;
+    return linear::plan(caps, stream);
+  });
 }
 
 linear::Caps caps_for(const WeightView& w, DType act, DType out, const TensorView& bias, int64_t max_tokens) {
@@ -131,7 +111,7 @@ void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<a
   const size_t y_row = static_cast<size_t>(w.n) * dtype_size(out_dtype);
   for (int64_t r0 = 0; r0 < m; r0 += linear::kMaxDecodeTokens) {
     const int64_t rows = std::min<int64_t>(linear::kMaxDecodeTokens, m - r0);
-    const linear::Plan& plan = plans().get(caps_for(w, act_dtype, out_dtype, bias_view, token_bucket(rows)), device, stream);
+    const linear::Plan& plan = plan_for(caps_for(w, act_dtype, out_dtype, bias_view, token_bucket(rows)), device, stream);
     TensorView xc(static_cast<char*>(xv.data) + r0 * x_row, act_dtype, {rows, w.k}, xv.device);
     TensorView yc(static_cast<char*>(yv.data) + r0 * y_row, out_dtype, {rows, w.n}, yv.device);
     const linear::Binding b = linear::bind(plan, Scratch{nullptr, 0, xv.device}, xc, w, bias_view, yc);
@@ -214,7 +194,7 @@ std::vector<std::string> linear_plan(std::string_view format, int64_t n, int64_t
     for (int64_t b : linear::kTokenBuckets) {
       if (b > top) break;
       caps.max_tokens = b;
-      largest = &plans().get(caps, index, stream);
+      largest = &plan_for(caps, index, stream);
     }
     for (const linear::PlanPath& p : largest->paths) served.push_back(detail::concat("M<=", p.max_tokens, ": ", p.name));
     if (max_tokens > linear::kMaxDecodeTokens)
