@@ -17,7 +17,6 @@ namespace b12x {
 
 namespace {
 
-const char* layout_name(WeightLayout l) { return l == WeightLayout::tile16 ? "tile16" : "checkpoint"; }
 
 // validate_weight, its BadArgument renamed to the repack's argument ('in' / 'out').
 void validate_as(const WeightView& w, const char* arg) {

@@ -124,6 +124,14 @@ TensorView as_row_scales(const TensorView& s) {
 
 }  // namespace
 
+const char* layout_name(WeightLayout layout) { return layout == WeightLayout::tile16 ? "tile16" : "checkpoint"; }
+
+WeightLayout parse_layout(std::string_view name, const std::string& arg) {
+  if (name == "checkpoint") return WeightLayout::checkpoint;
+  if (name == "tile16") return WeightLayout::tile16;
+  fail_arg(arg, "must be 'checkpoint' or 'tile16', got '", name, "'");
+}
+
 void validate_weight(const WeightView& w) {
   check_dims(w.format, w.n, w.k, "weight", "weight");
   if (w.layout == WeightLayout::tile16) {

@@ -37,13 +37,6 @@ int act_code(DType d) {
   }
 }
 
-// Smallest token bucket >= tokens (1 <= tokens <= kMaxDecodeTokens).
-int64_t token_bucket(int64_t tokens) {
-  for (int64_t b : kTokenBuckets)
-    if (tokens <= b) return b;
-  return kMaxDecodeTokens;
-}
-
 // Output rows per warp group (kRows): each x element a lane loads is used for every row, so more rows
 // mean less activation traffic, but each row costs registers (its fetched run, its 8 or 32 decoded
 // values and its kM accumulators). Two rows fit without spills up to 8 tokens; 16 tokens take one.
@@ -93,7 +86,6 @@ KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
 int64_t mma_min_bucket(Format f) { return f == Format::q8_0 ? 4 : 1; }
 
 bool tile16(const Caps& caps) { return caps.layout == WeightLayout::tile16; }
-const char* layout_name(WeightLayout l) { return l == WeightLayout::tile16 ? "tile16" : "checkpoint"; }
 
 // Whether the bucket's path uses the mma kernel (bucket 0: whether any does, for validation).
 bool use_mma(const Caps& caps, int64_t bucket = 0) {
@@ -163,6 +155,12 @@ int choose_ksplit(int64_t n, int64_t k, int rows, int sm_count) {
 }
 
 }  // namespace
+
+int64_t token_bucket(int64_t tokens) {
+  for (int64_t b : kTokenBuckets)
+    if (tokens <= b) return b;
+  return kMaxDecodeTokens;
+}
 
 void validate_caps(const Caps& caps) {
   const FormatInfo& info = checked_format(caps.format);

@@ -47,8 +47,7 @@ std::vector<KernelSpec> prewarm_specs(const PrewarmItem& item) {
     return {dequant::kernel_spec(caps)};
   }
   if (item.op == "linear") {
-    B12X_CHECK_ARG(item.layout == "checkpoint" || item.layout == "tile16", "layout",
-                   "must be 'checkpoint' or 'tile16', got '", item.layout, "'");
+    const WeightLayout layout = parse_layout(item.layout);
     std::vector<KernelSpec> specs;
     for (int64_t t : item.tokens.empty() ? std::vector<int64_t>{linear::kMaxDecodeTokens} : item.tokens) {
       linear::Caps caps;
@@ -58,7 +57,7 @@ std::vector<KernelSpec> prewarm_specs(const PrewarmItem& item) {
       caps.max_tokens = t;
       caps.act_dtype = parse_dtype(item.act_dtype, "act_dtype");
       caps.out_dtype = parse_dtype(item.out_dtype, "out_dtype");
-      caps.layout = item.layout == "tile16" ? WeightLayout::tile16 : WeightLayout::checkpoint;
+      caps.layout = layout;
       for (auto& s : linear::kernel_specs(caps)) specs.push_back(std::move(s));  // what plan(caps) resolves
     }
     return specs;  // prewarm() deduplicates: token counts in one bucket share a kernel

@@ -56,14 +56,6 @@ TensorView view_of(const at::Tensor& t, const std::string& arg) {
   return v;
 }
 
-WeightLayout parse_layout(const std::string& layout, const std::string& arg) {
-  if (layout == "checkpoint") return WeightLayout::checkpoint;
-  if (layout == "tile16") return WeightLayout::tile16;
-  fail_arg(arg, "must be 'checkpoint' or 'tile16', got '", layout, "'");
-}
-
-const char* layout_name(WeightLayout layout) { return layout == WeightLayout::tile16 ? "tile16" : "checkpoint"; }
-
 WeightView weight_of(const at::Tensor& weight, const std::optional<at::Tensor>& weight_scale, double tensor_scale,
                      const std::string& format, const std::string& layout) {
   WeightView w;

@@ -29,9 +29,6 @@ inline TensorView view_of(const std::optional<at::Tensor>& t, const std::string&
   return t.has_value() ? view_of(*t, arg) : TensorView{};
 }
 
-WeightLayout parse_layout(const std::string& layout, const std::string& arg = "layout");
-const char* layout_name(WeightLayout layout);
-
 // A weight from its tensors (ModelOpt names, formats/weight.h): N and K come from `weight`'s shape
 // and the format ([N, K] elements, [N, K/2] packed FP4 bytes, [N, K/group, payload] GGML blocks).
 // Validated (validate_weight): BadArgument naming the tensor and the rule.

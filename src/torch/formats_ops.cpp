@@ -39,7 +39,7 @@ std::tuple<at::Tensor, at::Tensor> pack_weight(const at::Tensor& weight, const s
                                                double tensor_scale, std::string_view format, std::string_view layout) {
   return guarded([&] {
     const WeightView in = weight_of(weight, weight_scale, tensor_scale, std::string(format), "checkpoint");
-    const WeightLayout to = parse_layout(std::string(layout));
+    const WeightLayout to = parse_layout(layout);
     B12X_CHECK_ARG(weight.is_contiguous(), "weight", "must be contiguous");
     const bool has_scale = !in.scale.empty();
     if (has_scale) {

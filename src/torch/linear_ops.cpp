@@ -21,12 +21,6 @@ namespace b12x::torch_ext {
 
 namespace {
 
-int64_t token_bucket(int64_t m) {
-  for (int64_t b : linear::kTokenBuckets)
-    if (m <= b) return b;
-  return linear::kMaxDecodeTokens;
-}
-
 std::string caps_key(const linear::Caps& c, int device) {
   return detail::concat("linear{format=", format_info(c.format).name, ", n=", c.n, ", k=", c.k,
                         ", max_tokens=", c.max_tokens, ", act=", dtype_name(c.act_dtype),
@@ -111,7 +105,7 @@ void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<a
   const size_t y_row = static_cast<size_t>(w.n) * dtype_size(out_dtype);
   for (int64_t r0 = 0; r0 < m; r0 += linear::kMaxDecodeTokens) {
     const int64_t rows = std::min<int64_t>(linear::kMaxDecodeTokens, m - r0);
-    const linear::Plan& plan = plan_for(caps_for(w, act_dtype, out_dtype, bias_view, token_bucket(rows)), device, stream);
+    const linear::Plan& plan = plan_for(caps_for(w, act_dtype, out_dtype, bias_view, linear::token_bucket(rows)), device, stream);
     TensorView xc(static_cast<char*>(xv.data) + r0 * x_row, act_dtype, {rows, w.k}, xv.device);
     TensorView yc(static_cast<char*>(yv.data) + r0 * y_row, out_dtype, {rows, w.n}, yv.device);
     const linear::Binding b = linear::bind(plan, Scratch{nullptr, 0, xv.device}, xc, w, bias_view, yc);
@@ -187,9 +181,9 @@ std::vector<std::string> linear_plan(std::string_view format, int64_t n, int64_t
     caps.out_dtype = to_dtype(out_dtype, "out_dtype");
     caps.has_bias = bias_dtype.has_value();
     if (bias_dtype) caps.bias_dtype = to_dtype(*bias_dtype, "bias_dtype");
-    caps.layout = parse_layout(std::string(layout));
+    caps.layout = parse_layout(layout);
     std::vector<std::string> served;
-    const int64_t top = token_bucket(std::min(max_tokens, linear::kMaxDecodeTokens));
+    const int64_t top = linear::token_bucket(std::min(max_tokens, linear::kMaxDecodeTokens));
     const linear::Plan* largest = nullptr;
     for (int64_t b : linear::kTokenBuckets) {
       if (b > top) break;

@@ -99,7 +99,6 @@ linear::Caps make_caps(Format f, int64_t n, int64_t k, int64_t max_tokens, DType
   return c;
 }
 
-const char* layout_name(WeightLayout l) { return l == WeightLayout::tile16 ? "tile16" : "checkpoint"; }
 
 // The weight on the device in `layout` (tile16: repacked on the host first).
 DeviceWeight device_weight(const PackedWeight& p, WeightLayout layout) {

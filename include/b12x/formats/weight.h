@@ -4,6 +4,8 @@
 // shapes and byte counts, only the byte order differs).
 #pragma once
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "b12x/core/tensor.h"
 #include "b12x/formats/format.h"
@@ -23,6 +25,10 @@ enum class WeightLayout : uint8_t {
   checkpoint,  // the byte order of the table below (row-major, as ModelOpt / GGUF store it)
   tile16,      // 16-row MMA tiles, docs/FORMATS.md#tile16; N % 16 == 0, K % 32 == 0, no IQ2
 };
+
+// "checkpoint" / "tile16"; parse_layout throws BadArgument naming `arg` for any other name.
+const char* layout_name(WeightLayout layout);
+WeightLayout parse_layout(std::string_view name, const std::string& arg = "layout");
 
 struct WeightView {
   Format format = Format::bf16;

@@ -51,6 +51,9 @@ inline constexpr int64_t kMaxDecodeTokens = 16;
 // The token buckets: each has its own kernel configuration; M is served by the smallest bucket >= M.
 inline constexpr int64_t kTokenBuckets[] = {1, 2, 4, 8, 16};
 
+// The smallest token bucket >= tokens (kMaxDecodeTokens for anything larger).
+int64_t token_bucket(int64_t tokens);
+
 // Which decode kernel serves the plan (see above).
 enum class DecodeKernel { automatic, gemv, mma };
 
