@@ -125,6 +125,21 @@ B12X_DEV unsigned e4m3x2_pack(unsigned w, int h) {
   }
 }
 
+// Bytes h and h+2 (h = 0, 1) of four packed E4M3 codes, as a kT pair. The tile16 layout stores a
+// word's FP8 elements 0, 1, 2, 3 in bytes 0, 2, 1, 3 (formats/kernels/tile16.cuh) because then a
+// BF16 pair costs one shift and two masks: in bytes 1 and 3 the sign bits already sit at bits 15 and
+// 31 and the magnitudes 4 bits above their BF16 place (bytes 0 and 2: shift left by 8 first, which
+// the compiler folds into the masks). e4m3x2_pack costs two byte permutes more per pair.
+template <int kT>
+B12X_DEV unsigned e4m3x2_pack_split(unsigned w, int h) {
+  if constexpr (kT == kPackF16) {
+    return e4m3x2_pack<kT>(byte_perm(w, 0u, h == 0 ? 0x0020u : 0x0031u), 0);
+  } else {
+    const unsigned v = h == 0 ? w << 8 : w;  // the two codes in bytes 1 and 3
+    return mul2<kT>((v & 0x80008000u) | ((v >> 4) & 0x07F007F0u), pow2_pair<kT>(120));
+  }
+}
+
 // Bytes 2h and 2h+1 (h = 0, 1) of four packed int8 values (Q8_0's qs), as a kT pair (exact: every
 // int8 is a BF16 and an F16 value).
 //   f16 : byte ^ 0x80 = q + 128 as the low mantissa byte of 1024 (0x6400): 1024 + 128 + q, minus 1152

@@ -46,7 +46,8 @@ PackedWeight random_bytes(Format f, int64_t n, int64_t k, std::mt19937_64& rng) 
 
 // The tile16 offset of checkpoint data byte c, written from the checkpoint side: row r = 16T + g + 8h,
 // run j, lane piece t of E bytes (8 elements) -> chunk (T, j), slot 4g + t, half h; Q8_0 block scales
-// go to the d words after the 512 slot bytes.
+// go to the d words after the 512 slot bytes; E4M3 data swaps bytes 1 and 2 of every 4-byte word
+// (elements 0, 1, 2, 3 in bytes 0, 2, 1, 3).
 int64_t data_dst(Format f, int64_t k, int64_t c) {
   const int64_t runs = k / 32;
   if (f == Format::q8_0) {
@@ -57,7 +58,10 @@ int64_t data_dst(Format f, int64_t k, int64_t c) {
   }
   const int64_t e = f == Format::bf16 || f == Format::f16 ? 16 : f == Format::nvfp4 || f == Format::mxfp4 ? 4 : 8;
   const int64_t row_bytes = 4 * e * runs, row = c / row_bytes, col = c % row_bytes;
-  const int64_t j = col / (4 * e), t = col % (4 * e) / e, b = col % e;
+  const int64_t j = col / (4 * e), t = col % (4 * e) / e;
+  int64_t b = col % e;
+  const bool e4m3 = f == Format::fp8_tensor || f == Format::fp8_channel || f == Format::fp8_block || f == Format::mxfp8;
+  if (e4m3 && (b % 4 == 1 || b % 4 == 2)) b = b % 4 == 1 ? b + 1 : b - 1;
   const int64_t tile = row / 16, g = row % 8, h = row % 16 / 8;
   return (tile * runs + j) * 64 * e + (4 * g + t) * 2 * e + h * e + b;
 }

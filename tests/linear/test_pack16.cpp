@@ -65,6 +65,25 @@ void check_e4m3_every_pair() {
 TEST(Pack16, E4M3EveryPairBf16) { check_e4m3_every_pair<kPackBf16>(); }
 TEST(Pack16, E4M3EveryPairF16) { check_e4m3_every_pair<kPackF16>(); }
 
+// The tile16 byte order: the pair is bytes h and h + 2, the other two bytes are random codes.
+template <int kT>
+void check_e4m3_split_every_pair() {
+  std::mt19937 rng(4);
+  for (unsigned pair = 0; pair < 65536; ++pair)
+    for (int h = 0; h < 2; ++h) {
+      const unsigned lo = pair & 0xFFu, hi = pair >> 8;
+      const unsigned junk = static_cast<unsigned>(rng()) & ~((0xFFu << (8 * h)) | (0xFFu << (8 * h + 16)));
+      const unsigned p = e4m3x2_pack_split<kT>(junk | (lo << (8 * h)) | (hi << (8 * h + 16)), h);
+      const bool lo_nan = (lo & 0x7Fu) == 0x7Fu, hi_nan = (hi & 0x7Fu) == 0x7Fu;
+      if (kT == kPackF16 || !lo_nan) expect_half<kT>(p & 0xFFFFu, e4m3_to_f32(lo), "e4m3 split lo", lo);
+      if (kT == kPackF16 || !hi_nan) expect_half<kT>(p >> 16, e4m3_to_f32(hi), "e4m3 split hi", hi);
+      if (kT == kPackBf16 && lo == 0x80u) EXPECT_EQ(p & 0xFFFFu, 0x8000u) << "-0 keeps its sign";
+    }
+}
+
+TEST(Pack16, E4M3SplitEveryPairBf16) { check_e4m3_split_every_pair<kPackBf16>(); }
+TEST(Pack16, E4M3SplitEveryPairF16) { check_e4m3_split_every_pair<kPackF16>(); }
+
 template <int kT>
 void check_nvfp4_products() {
   for (unsigned sb = 0; sb < 256; ++sb) {

@@ -13,7 +13,9 @@
 //  * data: chunk (T, j) of tile16_chunk_bytes(format) at byte (T * R + j) * chunk. Inside it, lane l's
 //    slot of 2 * E bytes at l * 2 * E holds row g's elements 8t .. 8t+7 of run j, then row g + 8's,
 //    each as the checkpoint stores them (E = 16, 8, 4 bytes for 16-bit, 8-bit, FP4 elements; FP4
-//    keeps the checkpoint's nibble order). Q8_0 (E = 8, the int8 qs) adds 32 bytes after the 512
+//    keeps the checkpoint's nibble order), except that E4M3 data (fp8_*, mxfp8) stores each 4-byte
+//    word's elements 0, 1, 2, 3 in bytes 0, 2, 1, 3: a BF16 pair is then the word's bytes h and h+2,
+//    one shift and two masks away (device/pack16.cuh, e4m3x2_pack_split). Q8_0 (E = 8, the int8 qs) adds 32 bytes after the 512
 //    bytes of slots: word g = d(row g) | d(row g + 8) << 16, the blocks' FP16 d.
 //  * scale: MXFP8 / MXFP4 (one UE8M0 byte per row and run): 16 bytes per (T, j) at (T * R + j) * 16,
 //    byte 2g + h = row g + 8h. NVFP4 (two E4M3 bytes per row and run, for elements 0..15 and 16..31):
@@ -34,6 +36,11 @@ constexpr bool tile16_supported(int format) {
   return format == kFmtBf16 || format == kFmtF16 || format == kFmtFp8Tensor || format == kFmtFp8Channel ||
          format == kFmtFp8Block || format == kFmtMxfp8 || format == kFmtNvfp4 || format == kFmtMxfp4 ||
          format == kFmtQ8_0;
+}
+
+// E4M3 data whose words hold elements 0, 1, 2, 3 in bytes 0, 2, 1, 3 (the byte order above).
+constexpr bool tile16_fp8_split(int format) {
+  return format == kFmtFp8Tensor || format == kFmtFp8Channel || format == kFmtFp8Block || format == kFmtMxfp8;
 }
 
 // Bytes of one row's 8 elements in a lane slot (E above).
@@ -67,7 +74,9 @@ B12X_DEV long long tile16_data_src(int format, long long i, long long runs) {
     const int lane = c / 16, h = (c / 8) & 1, b = c & 7;
     return (16 * tile + (lane >> 2) + 8 * h) * block_row + 34 * j + 2 + 8 * (lane & 3) + b;
   }
-  const int lane = c / (2 * e), h = (c / e) & 1, b = c % e;
+  const int lane = c / (2 * e), h = (c / e) & 1;
+  int b = c % e;
+  if (tile16_fp8_split(format)) b = (b & ~3) | ((b & 1) << 1) | ((b >> 1) & 1);  // bytes 1 and 2 swap
   const long long row_bytes = 4LL * e * runs;  // a run is 4 lane pieces of e bytes
   return (16 * tile + (lane >> 2) + 8 * h) * row_bytes + 4LL * e * j + static_cast<long long>(e) * (lane & 3) + b;
 }

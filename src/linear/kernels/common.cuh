@@ -17,6 +17,12 @@ constexpr bool linear_has_tensor_scale(int format) { return format == kFmtFp8Ten
 // ---------------------------------------------------------------------------------------------
 // Portable helpers
 
+// A bool as a type, to pick a template variant through a generic lambda's argument.
+template <bool kB>
+struct BoolConst {
+  static constexpr bool value = kB;
+};
+
 B12X_DEV float fma_f32(float a, float b, float c) {
 #if defined(__CUDA_ARCH__)
   return __fmaf_rn(a, b, c);

@@ -77,6 +77,14 @@ constexpr bool mma_run_scaled(int format) {
 }
 constexpr bool mma_step_scaled(int format) { return format == kFmtFp8Block; }
 
+// E4M3 codes placed into BF16 lose their NaN: on that path the lanes track the raw bytes (weights,
+// or NVFP4's block scales) and turn their rows into NaN.
+constexpr bool mma_track_e4m3_nan(int format, int act) {
+  return (format == kFmtFp8Tensor || format == kFmtFp8Channel || format == kFmtFp8Block || format == kFmtMxfp8 ||
+          format == kFmtNvfp4) &&
+         act == kActBf16;
+}
+
 // One k16 MMA, D += A . B, FP32 accumulators.
 template <int kT>
 B12X_DEV void mma_k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
@@ -97,8 +105,9 @@ B12X_DEV void mma_k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsign
 }
 
 // A lane's 8 elements of one row and run as 4 kT pairs (elements 0-1, 2-3, 4-5, 6-7), exact.
-// w: the lane's loaded words; sb: NVFP4's block scale of these elements as a kT pair.
-template <int kFormat, int kT>
+// w: the lane's loaded words; sb: NVFP4's block scale of these elements as a kT pair; kSplit: E4M3
+// words in the tile16 byte order (e4m3x2_pack_split).
+template <int kFormat, int kT, bool kSplit = false>
 B12X_DEV void mma_pack_row(const unsigned* w, unsigned sb, unsigned (&p)[4]) {
   if constexpr (kFormat == kFmtBf16 || kFormat == kFmtF16) {
     B12X_UNROLL
@@ -112,6 +121,9 @@ B12X_DEV void mma_pack_row(const unsigned* w, unsigned sb, unsigned (&p)[4]) {
   } else if constexpr (kFormat == kFmtQ8_0) {
     B12X_UNROLL
     for (int i = 0; i < 4; ++i) p[i] = i8x2_pack<kT>(w[i >> 1], i & 1);
+  } else if constexpr (kSplit) {
+    B12X_UNROLL
+    for (int i = 0; i < 4; ++i) p[i] = e4m3x2_pack_split<kT>(w[i >> 1], i & 1);
   } else {
     B12X_UNROLL
     for (int i = 0; i < 4; ++i) p[i] = e4m3x2_pack<kT>(w[i >> 1], i & 1);
@@ -202,8 +214,9 @@ template <int kT>
 B12X_DEV unsigned e4m3_scale_pair(unsigned b) { return e4m3x2_pack<kT>(b * 0x0101u, 0); }
 
 // MMAs of one step into acc[mma_acc_sets(kNT)][kNT][4] (run u into set u % sets; the sets are
-// summed at the end in a fixed order).
-template <int kFormat, int kNT, int kT, bool kTrackNan>
+// summed at the end in a fixed order). kSplit: E4M3 words in the tile16 byte order; kFull: the
+// step's kU runs all lie inside K (no per-run bounds checks).
+template <int kFormat, int kNT, int kT, bool kTrackNan, bool kSplit = false, bool kFull = false>
 B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned char* x, int m, unsigned x_row_bytes,
                                long long s, const MmaLane& l, float (&acc)[mma_acc_sets(kNT)][kNT][4],
                                unsigned& nan_lo, unsigned& nan_hi) {
@@ -212,15 +225,21 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
   const long long j0 = s * kU;
   // B fragments of the whole step first (x is L1/L2-resident, but waiting for it run by run exposes
   // its latency): x[token][run j][8t .. 8t+7]; tokens >= m and runs past K are zero columns.
+  // With kFull the runs' loads share one address (64 * u is an immediate offset); the checkpoint
+  // kernel keeps one 32-bit offset per load (fewer live registers at 16 tokens).
   unsigned xb[kU][kNT][4];
   B12X_UNROLL
   for (int u = 0; u < kU; ++u)
     B12X_UNROLL
     for (int nt = 0; nt < kNT; ++nt) {
       const int token = nt * 8 + l.g;
+      const unsigned off = static_cast<unsigned>(token) * x_row_bytes + 16u * l.t;
       U32x4 v = {0, 0, 0, 0};
-      if (token < m && j0 + u < l.runs)
-        v = ld_act16(x + (static_cast<unsigned>(token) * x_row_bytes + static_cast<unsigned>(j0 + u) * 64u + 16u * l.t));
+      if constexpr (kFull) {
+        if (token < m) v = ld_act16(x + (off + static_cast<unsigned>(j0) * 64u) + 64 * u);
+      } else if (token < m && j0 + u < l.runs) {
+        v = ld_act16(x + (off + static_cast<unsigned>(j0 + u) * 64u));
+      }
       xb[u][nt][0] = v.x, xb[u][nt][1] = v.y, xb[u][nt][2] = v.z, xb[u][nt][3] = v.w;
     }
   float part[kNT][4];
@@ -242,8 +261,8 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
     }
     unsigned pl[4], ph[4];
     const unsigned sb_lo = (st.s_lo >> (8 * u)) & 0xFFu, sb_hi = (st.s_hi >> (8 * u)) & 0xFFu;
-    mma_pack_row<kFormat, kT>(st.lo[u], kFormat == kFmtNvfp4 ? e4m3_scale_pair<kT>(sb_lo) : 0u, pl);
-    mma_pack_row<kFormat, kT>(st.hi[u], kFormat == kFmtNvfp4 ? e4m3_scale_pair<kT>(sb_hi) : 0u, ph);
+    mma_pack_row<kFormat, kT, kSplit>(st.lo[u], kFormat == kFmtNvfp4 ? e4m3_scale_pair<kT>(sb_lo) : 0u, pl);
+    mma_pack_row<kFormat, kT, kSplit>(st.hi[u], kFormat == kFmtNvfp4 ? e4m3_scale_pair<kT>(sb_hi) : 0u, ph);
     const unsigned a0[4] = {pl[0], ph[0], pl[1], ph[1]};
     const unsigned a1[4] = {pl[2], ph[2], pl[3], ph[3]};
     B12X_UNROLL
@@ -353,10 +372,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kMmaMinBlocks)
   constexpr int kWords = mma_lane_words(kFormat);
   constexpr int kU = mma_runs_per_step(kFormat, kNT);
   static_assert(!mma_step_scaled(kFormat) || kU == 4, "fp8_block: one 128-wide scale block per step");
-  // E4M3 codes placed into BF16 lose their NaN: track the raw bytes (weights, or NVFP4's scales).
-  constexpr bool kTrackNan = (kFormat == kFmtFp8Tensor || kFormat == kFmtFp8Channel || kFormat == kFmtFp8Block ||
-                              kFormat == kFmtMxfp8 || kFormat == kFmtNvfp4) &&
-                             kT == kPackBf16;
+  constexpr bool kTrackNan = mma_track_e4m3_nan(kFormat, kT);
   __shared__ float partial[kMmaWarps][kNT][4][32];
 
   const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);

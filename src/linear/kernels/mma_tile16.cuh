@@ -65,16 +65,15 @@ B12X_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "mem
 template <int kPending>
 B12X_DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory"); }
 
-// Every lane: its copies of step s (runs clipped to the row's runs) into stage `dst`.
+// Every lane: its copies of the `live` runs of step s into stage `dst`. tile_data / tile_scale: the
+// tile's first data / scale chunk (the tile's runs are contiguous chunks).
 template <int kFormat, int kNT>
-B12X_DEV void tile16_issue_lanes(const unsigned char* data, const unsigned char* scale, long long tile,
-                                 long long runs, long long s, unsigned dst, int lane) {
+B12X_DEV void tile16_issue_lanes(const unsigned char* tile_data, const unsigned char* tile_scale, long long s,
+                                 int live, unsigned dst, int lane) {
   constexpr int kU = mma_runs_per_step(kFormat, kNT);
   constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
   constexpr int kSlot = 2 * tile16_lane_row_bytes(kFormat);  // a lane's bytes per run
-  const long long j0 = s * kU;
-  const int live = static_cast<int>(runs - j0 < kU ? runs - j0 : kU);
-  const unsigned char* src = data + (tile * runs + j0) * kC;
+  const unsigned char* src = tile_data + s * (kU * kC);
   B12X_UNROLL
   for (int u = 0; u < kU; ++u) {
     if (u >= live) break;
@@ -87,13 +86,13 @@ B12X_DEV void tile16_issue_lanes(const unsigned char* data, const unsigned char*
       if (lane < 2) cp_async16(dst + u * kC + 512 + 16 * lane, src + u * kC + 512 + 16 * lane);
     if constexpr (kSC > 0)  // lanes 16.. copy the scale chunks, 16 bytes each
       if (lane >= 16 && lane - 16 < kSC / 16)
-        cp_async16(dst + kU * kC + u * kSC + 16 * (lane - 16), scale + (tile * runs + j0 + u) * kSC + 16 * (lane - 16));
+        cp_async16(dst + kU * kC + u * kSC + 16 * (lane - 16), tile_scale + (s * kU + u) * kSC + 16 * (lane - 16));
   }
 }
 
 // Every lane: its fragments of step s from the stage (runs past K read as zeros, whatever the stage
-// holds there), in the registers mma_compute_step takes.
-template <int kFormat, int kNT>
+// holds there; kFull: every run of the step lies inside K), in the registers mma_compute_step takes.
+template <int kFormat, int kNT, bool kFull>
 B12X_DEV void tile16_read(const unsigned char* stage, const MmaLane& l, long long s, MmaStep<kFormat, kNT>& st) {
   constexpr int kWords = MmaStep<kFormat, kNT>::kWords, kU = MmaStep<kFormat, kNT>::kU;
   constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
@@ -102,7 +101,7 @@ B12X_DEV void tile16_read(const unsigned char* stage, const MmaLane& l, long lon
   st.s_lo = 0, st.s_hi = 0;
   B12X_UNROLL
   for (int u = 0; u < kU; ++u) {
-    const bool live = j0 + u < l.runs;
+    const bool live = kFull || j0 + u < l.runs;
     const unsigned char* chunk = stage + u * kC;
     if constexpr (kWords == 4) {
       U32x4 a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
@@ -148,9 +147,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
   constexpr int kU = mma_runs_per_step(kFormat, kNT);
   constexpr int kStages = tile16_stages(kFormat, kNT), kStageBytes = tile16_stage_bytes(kFormat, kNT);
   static_assert(kStages >= 2, "ring of at least two stages");
-  constexpr bool kTrackNan = (kFormat == kFmtFp8Tensor || kFormat == kFmtFp8Channel || kFormat == kFmtFp8Block ||
-                              kFormat == kFmtMxfp8 || kFormat == kFmtNvfp4) &&
-                             kT == kPackBf16;
+  constexpr bool kTrackNan = mma_track_e4m3_nan(kFormat, kT);
   __shared__ float partial[kMmaWarps][kNT][4][32];
   extern __shared__ __align__(128) unsigned char ring[];
 
@@ -183,26 +180,43 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
   unsigned char* my_ring = ring + warp * kStages * kStageBytes;
   const unsigned ring_addr = smem_addr(my_ring);
 
+  const long long full_steps = l.runs / kU;  // steps past these hold fewer than kU runs
+  // Copies of step s (one of this warp's) into stage `dst`. (The tile's pointers are recomputed
+  // from the kernel parameters each time: kept live they cost the 80-register budget 4 registers.)
+  // (A variant without the per-run bounds for full steps pushed the 80-register kernels into spills.)
+  auto issue = [&](long long s, unsigned dst) {
+    const unsigned char* tile_data = data + tile * l.runs * tile16_chunk_bytes(kFormat);
+    const unsigned char* tile_scale = scale + tile * l.runs * tile16_scale_chunk_bytes(kFormat);
+    const long long left = l.runs - s * kU;
+    tile16_issue_lanes<kFormat, kNT>(tile_data, tile_scale, s, left < kU ? static_cast<int>(left) : kU, dst, lane);
+  };
+
   MmaStep<kFormat, kNT> st;
   for (int i = 0; i < kStages; ++i) {  // one commit group per stage, empty ones included
-    if (i < count)
-      tile16_issue_lanes<kFormat, kNT>(data, scale, tile, l.runs, s_begin + i, ring_addr + i * kStageBytes, lane);
+    if (i < count) issue(s_begin + i, ring_addr + i * kStageBytes);
     cp_async_commit();
   }
-  for (long long i = 0; i < count; ++i) {
+  // One step; kFull (every step but a last one that K % (32 kU) cuts short) drops the per-run
+  // bounds checks from the stage reads and the x loads.
+  auto step = [&](long long i, auto full) {
+    constexpr bool kFull = decltype(full)::value;
     const int slot = static_cast<int>(i % kStages);
     const long long s = s_begin + i;
     cp_async_wait<kStages - 1>();  // this lane's copies of step i have landed
     __syncwarp();                   // and the other lanes' (scale / d chunks)
-    tile16_read<kFormat, kNT>(my_ring + slot * kStageBytes, l, s, st);
+    tile16_read<kFormat, kNT, kFull>(my_ring + slot * kStageBytes, l, s, st);
     if constexpr (mma_step_scaled(kFormat))  // one 128x128 block: the tile's rows share row >> 7
       st.block_scale = ld_f32(scale + 4 * ((l.row_lo >> 7) * scale_cols + ((s * kU) >> 2)));
     __syncwarp();  // every lane has read the stage: it may be refilled
-    if (i + kStages < count)
-      tile16_issue_lanes<kFormat, kNT>(data, scale, tile, l.runs, s + kStages, ring_addr + slot * kStageBytes, lane);
+    if (i + kStages < count) issue(s + kStages, ring_addr + slot * kStageBytes);
     cp_async_commit();
-    mma_compute_step<kFormat, kNT, kT, kTrackNan>(st, x, m, x_row_bytes, s, l, acc, nan_lo, nan_hi);
-  }
+    mma_compute_step<kFormat, kNT, kT, kTrackNan, tile16_fp8_split(kFormat), kFull>(st, x, m, x_row_bytes, s, l, acc,
+                                                                                   nan_lo, nan_hi);
+  };
+  const long long count_full = full_steps - s_begin < 0 ? 0 : full_steps - s_begin < count ? full_steps - s_begin : count;
+  long long i = 0;
+  for (; i < count_full; ++i) step(i, BoolConst<true>{});
+  for (; i < count; ++i) step(i, BoolConst<false>{});
 
   mma_finish_tile<kFormat, kNT, kOut, kTrackNan>(acc, nan_lo, nan_hi, partial, warp, lane, slice, ksplit, live_tile,
                                                  tile * 16, m, n, scale, scale2, bias, bias_code, y);
