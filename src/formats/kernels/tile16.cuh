@@ -15,8 +15,9 @@
 //    each as the checkpoint stores them (E = 16, 8, 4 bytes for 16-bit, 8-bit, FP4 elements; FP4
 //    keeps the checkpoint's nibble order), except that E4M3 data (fp8_*, mxfp8) stores each 4-byte
 //    word's elements 0, 1, 2, 3 in bytes 0, 2, 1, 3: a BF16 pair is then the word's bytes h and h+2,
-//    one shift and two masks away (device/pack16.cuh, e4m3x2_pack_split). Q8_0 (E = 8, the int8 qs) adds 32 bytes after the 512
-//    bytes of slots: word g = d(row g) | d(row g + 8) << 16, the blocks' FP16 d.
+//    one shift and two masks away (device/pack16.cuh, e4m3x2_pack_split). Q8_0 (E = 8, the int8
+//    qs) adds 32 bytes after the 512 bytes of slots: word g = d(row g) | d(row g + 8) << 16, the
+//    blocks' FP16 d.
 //  * scale: MXFP8 / MXFP4 (one UE8M0 byte per row and run): 16 bytes per (T, j) at (T * R + j) * 16,
 //    byte 2g + h = row g + 8h. NVFP4 (two E4M3 bytes per row and run, for elements 0..15 and 16..31):
 //    32 bytes per (T, j) at (T * R + j) * 32, byte 16q + 2g + h = group q of row g + 8h. A lane reads

@@ -181,9 +181,8 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
   const unsigned ring_addr = smem_addr(my_ring);
 
   const long long full_steps = l.runs / kU;  // steps past these hold fewer than kU runs
-  // Copies of step s (one of this warp's) into stage `dst`. (The tile's pointers are recomputed
-  // from the kernel parameters each time: kept live they cost the 80-register budget 4 registers.)
-  // (A variant without the per-run bounds for full steps pushed the 80-register kernels into spills.)
+  // Copies of step s (one of this warp's) into stage `dst`. The copies keep their per-run bounds
+  // even in full steps: a variant without them pushed the 80-register kernels into spills.
   auto issue = [&](long long s, unsigned dst) {
     const unsigned char* tile_data = data + tile * l.runs * tile16_chunk_bytes(kFormat);
     const unsigned char* tile_scale = scale + tile * l.runs * tile16_scale_chunk_bytes(kFormat);
