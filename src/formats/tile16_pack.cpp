@@ -20,7 +20,7 @@ constexpr int64_t kMaxBlocks = int64_t{1} << 30;  // more work loops inside the 
 
 KernelSpec tile16_pack_kernel_spec(Format format) {
   B12X_CHECK_ARG(has_tile16_layout(format), "format", format_info(format).name,
-                 " has no tile16 layout (IQ2 formats have none)");
+                 " has no tile16 layout");
   KernelSpec s;
   s.kernel = "formats.tile16_pack";
   s.source = "formats/kernels/tile16_pack.cuh";

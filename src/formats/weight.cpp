@@ -136,7 +136,7 @@ void validate_weight(const WeightView& w) {
   check_dims(w.format, w.n, w.k, "weight", "weight");
   if (w.layout == WeightLayout::tile16) {
     B12X_CHECK_ARG(has_tile16_layout(w.format), "weight", format_info(w.format).name,
-                   " has no tile16 layout (IQ2 formats have none: use the checkpoint layout)");
+                   " has no tile16 layout");
     B12X_CHECK_ARG(w.n % 16 == 0 && w.k % 32 == 0, "weight", "the tile16 layout needs N (out_features) a multiple ",
                    "of 16 and K (in_features) a multiple of 32 (whole 16-row tiles and 32-element runs), got [", w.n,
                    ", ", w.k, "]");

@@ -15,7 +15,7 @@
 #include "b12x/formats/format.h"
 #include "b12x/runtime/device.h"
 #include "formats/kernel_weight.h"
-#include "linear/kernels/mma_tile16.cuh"  // stage / shared-memory sizes (constexpr, host-compilable)
+#include "linear/kernels/mma_iq2.cuh"  // stage / shared-memory sizes (constexpr, host-compilable)
 
 namespace b12x::linear {
 
@@ -86,6 +86,7 @@ KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
 int64_t mma_min_bucket(Format f) { return f == Format::q8_0 ? 4 : 1; }
 
 bool tile16(const Caps& caps) { return caps.layout == WeightLayout::tile16; }
+bool iq2(Format f) { return f == Format::iq2_xxs || f == Format::iq2_xs; }
 
 // Whether the bucket's path uses the mma kernel (bucket 0: whether any does, for validation).
 bool use_mma(const Caps& caps, int64_t bucket = 0) {
@@ -96,7 +97,8 @@ bool use_mma(const Caps& caps, int64_t bucket = 0) {
     fail_unsupported("linear: the mma decode kernel does not serve ", format_info(caps.format).name, " weights with ",
                      dtype_name(caps.act_dtype),
                      " activations (it needs weights exact in the activation type: bf16/f16 of the same type, fp8, "
-                     "fp8_channel, fp8_block, mxfp8, nvfp4, mxfp4, q8_0); use DecodeKernel::gemv or automatic");
+                     "fp8_channel, fp8_block, mxfp8, nvfp4, mxfp4, q8_0; IQ2 weights go through mma_iq2 in the tile16 layout); "
+                     "use DecodeKernel::gemv or automatic");
   if (caps.kernel == DecodeKernel::automatic && bucket > 0 && bucket < mma_min_bucket(caps.format)) return false;
   return ok;
 }
@@ -106,12 +108,14 @@ constexpr int kMmaTile = 16;  // output rows per warp group (the MMA's M)
 // Token tiles of 8 (the MMA's N) for a bucket.
 int mma_token_tiles(int64_t bucket) { return bucket <= 8 ? 1 : 2; }
 
-// Runs (32 K elements) per kernel step: device::mma_runs_per_step.
+// Runs (32 K elements) per kernel step: device::mma_runs_per_step; mma_iq2: one 256-element block.
 int mma_runs_per_step(Format f, int token_tiles) {
-  return device::mma_runs_per_step(static_cast<int>(f), token_tiles);
+  return iq2(f) ? 8 : device::mma_runs_per_step(static_cast<int>(f), token_tiles);
 }
 
 KernelSpec make_mma_spec(const Caps& caps, int token_tiles) {
+  if (iq2(caps.format))  // tile16 only; __launch_bounds__(256, kIq2MinBlocks = 2): 128 registers
+    return linear_spec(caps, "mma_iq2", token_tiles, "tokens", std::to_string(8 * token_tiles), {}, 128);
   if (tile16(caps))  // __launch_bounds__(256, tile16_min_blocks): 80 (3 CTAs per SM) or 128 registers
     return linear_spec(caps, "mma_tile16", token_tiles, "tokens", std::to_string(8 * token_tiles), {},
                        device::tile16_min_blocks(token_tiles) == 3 ? 80 : 128);
@@ -190,8 +194,8 @@ void validate_caps(const Caps& caps) {
                  " is too large");
   if (tile16(caps)) {
     const FormatInfo& f = format_info(caps.format);
-    if (caps.kernel == DecodeKernel::gemv || !mma_supports(caps.format, caps.act_dtype))
-      fail_unsupported("linear: tile16 weights are read only by the mma_tile16 kernel, which does not serve ", f.name,
+    if (caps.kernel == DecodeKernel::gemv || !tile16_supports(caps.format, caps.act_dtype))
+      fail_unsupported("linear: tile16 weights are read only by the mma_tile16 / mma_iq2 kernels, which do not serve ", f.name,
                        " weights with ", dtype_name(caps.act_dtype), " activations",
                        caps.kernel == DecodeKernel::gemv ? " through DecodeKernel::gemv" : "",
                        "; use checkpoint-layout weights for that");
@@ -224,7 +228,12 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
     p.spec = make_mma_spec(caps, tiles);
     const int64_t rows_per_cta = static_cast<int64_t>(kWarps / p.ksplit) * kMmaTile;
     p.grid = dim3(static_cast<unsigned>((caps.n + rows_per_cta - 1) / rows_per_cta));
-    if (tile16(caps)) {
+    if (iq2(caps.format)) {
+      const int f = static_cast<int>(caps.format);
+      p.smem_bytes = static_cast<size_t>(device::iq2_smem_bytes(f));
+      p.name = detail::concat("decode.mma_iq2{tokens=", 8 * tiles, ", ksplit=", p.ksplit,
+                              ", stages=", device::kIq2Stages, ", grid=", p.grid.x, "x", kThreads, "}");
+    } else if (tile16(caps)) {
       const int f = static_cast<int>(caps.format);
       p.smem_bytes = static_cast<size_t>(device::tile16_smem_bytes(f, tiles));
       p.name = detail::concat("decode.mma_tile16{tokens=", 8 * tiles, ", ksplit=", p.ksplit,
@@ -275,8 +284,9 @@ std::vector<KernelSpec> all_kernel_specs() {
         }
   for (const auto& info : all_formats())
     for (DType act : {DType::bf16, DType::f16}) {
-      if (!mma_supports(info.format, act)) continue;
-      for (WeightLayout layout : {WeightLayout::checkpoint, WeightLayout::tile16})
+      if (!tile16_supports(info.format, act)) continue;
+      for (WeightLayout layout : {WeightLayout::checkpoint, WeightLayout::tile16}) {
+        if (layout == WeightLayout::checkpoint && !mma_supports(info.format, act)) continue;
         for (int tiles : {1, 2})
           for (DType out : {DType::bf16, DType::f16, DType::f32}) {
             Caps caps;
@@ -286,6 +296,7 @@ std::vector<KernelSpec> all_kernel_specs() {
             caps.layout = layout;
             specs.push_back(make_mma_spec(caps, tiles));
           }
+      }
     }
   return specs;
 }

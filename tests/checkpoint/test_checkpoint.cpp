@@ -367,7 +367,8 @@ TEST_F(CheckpointTest, ResolvesEveryFormatAndViewsDecodeLikeTheOriginal) {
     EXPECT_EQ(l.k, originals[name].k);
     const bool tile16 = linear::preferred_layout(f, DType::bf16) == WeightLayout::tile16;
     const bool mma = linear::mma_supports(f, DType::bf16);
-    EXPECT_EQ(kernel_path(l), tile16 ? "linear.decode mma_tile16 (M<=16)"
+    const bool iq2 = f == Format::iq2_xxs || f == Format::iq2_xs;
+    EXPECT_EQ(kernel_path(l), tile16 ? (iq2 ? "linear.decode mma_iq2 (M<=16)" : "linear.decode mma_tile16 (M<=16)")
                               : mma  ? "linear.decode mma (M<=16)"
                                      : "linear.decode gemv (M<=16)");
     const WeightView w = ckpt.weight(name);
@@ -914,7 +915,7 @@ TEST_F(CheckpointTest, ShardsPutBackTogetherGiveTheOriginalBytesAndDecode) {
   EXPECT_EQ(ckpt.layer("model.norm").tp, TpStyle::replicated);
   // Shards of every tile16 format were prepared into tile16 (64 x 256 slices qualify) at least once.
   EXPECT_EQ(prepare_for_linear(ckpt.shard("model.layers.5.mlp.gate_proj", 1, 2)).layout, WeightLayout::tile16);
-  EXPECT_EQ(prepare_for_linear(ckpt.shard("model.layers.6.mlp.gate_proj", 0, 2)).layout, WeightLayout::checkpoint);
+  EXPECT_EQ(prepare_for_linear(ckpt.shard("model.layers.6.mlp.gate_proj", 0, 2)).layout, WeightLayout::tile16);  // IQ2_XS
   expect_bad_argument([&] { prepare_for_linear(ckpt.shard("model.norm", 0, 1)); }, "model.norm");
   EXPECT_EQ(ckpt.layer("model.layers.0.self_attn.o_proj").tp, TpStyle::row);
   EXPECT_EQ(ckpt.layer("model.layers.0.self_attn.q_proj").tp, TpStyle::column);

@@ -152,9 +152,9 @@ def test_inspect_lists_every_weight_with_the_generated_format(example):
         elif name == "model.embed_tokens":
             assert row["kind"] == "embedding" and row["kernel_path"] == "embedding.q8_0", row
         else:
-            # The decode kernel after prepare_for_linear (BF16 activations): tile16 for the formats
-            # the mma kernel serves except 16-bit weights (these example shapes are whole tiles).
-            kernel = {"BF16": "mma", "F16": "gemv", "IQ2_XS": "gemv", "IQ2_XXS": "gemv"}.get(label, "mma_tile16")
+            # The decode kernel after prepare_for_linear (BF16 activations): tile16 for every format
+            # but 16-bit weights (these example shapes are whole tiles); IQ2 through mma_iq2.
+            kernel = {"BF16": "mma", "F16": "gemv", "IQ2_XS": "mma_iq2", "IQ2_XXS": "mma_iq2"}.get(label, "mma_tile16")
             assert row["kind"] == "linear" and row["kernel_path"] == f"linear.decode {kernel} (M<=16)", row
     assert rows["lm_head"]["resolved_by"] == "ignore pattern 'lm_head'"
     assert rows["model.layers.1.mlp.gate"]["resolved_by"] == "ignore pattern '*.mlp.gate'"

@@ -23,13 +23,19 @@ namespace {
 
 using namespace b12x::test;
 
-// Every format but IQ2 (the expectation, not has_tile16_layout's answer).
+// Every format (the expectation, not has_tile16_layout's answer).
 const std::vector<Format> kTile16Formats = {Format::bf16,  Format::f16,   Format::fp8_tensor, Format::fp8_channel,
                                             Format::fp8_block, Format::mxfp8, Format::nvfp4, Format::mxfp4,
-                                            Format::q8_0};
+                                            Format::q8_0, Format::iq2_xxs, Format::iq2_xs};
 
-// [N, K] pairs: one tile and one run; 11 runs (not a multiple of 4); three tiles; fp8_block partial blocks.
-const std::vector<std::pair<int64_t, int64_t>> kShapes = {{16, 32}, {16, 352}, {48, 352}, {144, 160}};
+bool is_iq2(Format f) { return f == Format::iq2_xxs || f == Format::iq2_xs; }
+
+// [N, K] pairs: one tile and one run; 11 runs (not a multiple of 4); three tiles; fp8_block partial
+// blocks. IQ2 (K % 256 == 0): one tile and block; 3 blocks; three tiles; nine tiles.
+std::vector<std::pair<int64_t, int64_t>> shapes(Format f) {
+  if (is_iq2(f)) return {{16, 256}, {16, 768}, {48, 512}, {144, 256}};
+  return {{16, 32}, {16, 352}, {48, 352}, {144, 160}};
+}
 
 std::string label(Format f, int64_t n, int64_t k) {
   return std::string(format_info(f).name) + " " + std::to_string(n) + "x" + std::to_string(k);
@@ -50,6 +56,14 @@ PackedWeight random_bytes(Format f, int64_t n, int64_t k, std::mt19937_64& rng) 
 // (elements 0, 1, 2, 3 in bytes 0, 2, 1, 3).
 int64_t data_dst(Format f, int64_t k, int64_t c) {
   const int64_t runs = k / 32;
+  if (is_iq2(f)) {  // block b of row r -> chunk (T, b) of 16 blocks: d words, 8 x 128 qs bytes, (XS) scales
+    const int64_t bb = f == Format::iq2_xxs ? 66 : 74, blocks = k / 256;
+    const int64_t row = c / (bb * blocks), b = c % (bb * blocks) / bb, o = c % bb;
+    const int64_t tile = row / 16, g = row % 8, h = row % 16 / 8, base = (tile * blocks + b) * 16 * bb;
+    if (o < 2) return base + 4 * g + 2 * h + o;
+    if (o < 66) return base + 32 + 128 * ((o - 2) / 8) + 16 * g + 8 * h + (o - 2) % 8;
+    return base + 1056 + 16 * (o - 66) + 2 * g + h;
+  }
   if (f == Format::q8_0) {
     const int64_t row = c / (34 * runs), j = c % (34 * runs) / 34, o = c % 34;
     const int64_t tile = row / 16, g = row % 8, h = row % 16 / 8, base = (tile * runs + j) * 544;
@@ -101,10 +115,7 @@ void expect_forward_layout(const std::vector<uint8_t>& ckpt, const std::vector<u
 }
 
 TEST(Tile16, FormatsWithTheLayout) {
-  for (const auto& info : all_formats()) {
-    const bool want = info.format != Format::iq2_xxs && info.format != Format::iq2_xs;
-    EXPECT_EQ(has_tile16_layout(info.format), want) << info.name;
-  }
+  for (const auto& info : all_formats()) EXPECT_TRUE(has_tile16_layout(info.format)) << info.name;
   EXPECT_EQ(tile16_kernel_specs().size(), kTile16Formats.size());
 }
 
@@ -113,7 +124,7 @@ TEST(Tile16, PackIsThePermutationTheDocsDescribe) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (Format f : kTile16Formats)
-    for (const auto& [n, k] : kShapes) {
+    for (const auto& [n, k] : shapes(f)) {
       const PackedWeight p = random_bytes(f, n, k, rng);
       const PackedWeight t = to_tile16(p.view());
       EXPECT_EQ(t.layout, WeightLayout::tile16);
@@ -129,7 +140,7 @@ TEST(Tile16, PackIsThePermutationTheDocsDescribe) {
 // The mapping function alone: every tile16 byte's source is in range and distinct (so all are covered).
 TEST(Tile16, SourceMapIsABijection) {
   for (Format f : kTile16Formats)
-    for (const auto& [n, k] : kShapes) {
+    for (const auto& [n, k] : shapes(f)) {
       const PackedWeight p = allocate_weight(f, n, k);
       const int fi = static_cast<int>(f);
       auto check = [&](int64_t bytes, bool scale) {
@@ -154,6 +165,7 @@ TEST(Tile16, HandComputedPositions) {
     Format f;
     bool scale;
     int64_t ckpt, tiled;
+    int64_t k = 352;
   };
   const Case cases[] = {
       // 13 * 512 + lane 5 * 16 + h * 8 + 3  <-  25 * 352 + 75
@@ -178,10 +190,19 @@ TEST(Tile16, HandComputedPositions) {
       {Format::nvfp4, true, 555, 435},
       {Format::fp8_channel, true, 101, 101},
       {Format::fp8_block, true, 2, 2},
+      // IQ2 at [48, 512] (2 blocks per row), row 25, block 1 -> chunk (1, 1) = chunk 3: qs byte 5 of
+      // sub-block 3: 3 * 16 * bb + 32 + 128 * 3 + 16g + 8h + 5 <- 25 * 2 * bb + bb + 2 + 8 * 3 + 5
+      {Format::iq2_xxs, false, 3397, 3613, 512},
+      {Format::iq2_xs, false, 3805, 3997, 512},
+      // d, high byte: 3 * 16 * bb + 4g + 2h + 1 <- 25 * 2 * bb + bb + 1
+      {Format::iq2_xxs, false, 3367, 3175, 512},
+      {Format::iq2_xs, false, 3775, 3559, 512},
+      // IQ2_XS scale byte of sub-block 3: 3 * 1184 + 1056 + 16 * 3 + 2g + h <- 25 * 148 + 74 + 66 + 3
+      {Format::iq2_xs, false, 3843, 4659, 512},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(label(c.f, 48, 352) + (c.scale ? " scale " : " data ") + std::to_string(c.ckpt));
-    PackedWeight p = allocate_weight(c.f, 48, 352);
+    SCOPED_TRACE(label(c.f, 48, c.k) + (c.scale ? " scale " : " data ") + std::to_string(c.ckpt));
+    PackedWeight p = allocate_weight(c.f, 48, c.k);
     (c.scale ? p.scale : p.data).bytes().at(c.ckpt) = 0x5A;
     const PackedWeight t = to_tile16(p.view());
     const std::vector<uint8_t>& got = (c.scale ? t.scale : t.data).bytes();
@@ -199,7 +220,7 @@ TEST(Tile16, RoundTripIsTheIdentity) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (Format f : kTile16Formats)
-    for (const auto& [n, k] : kShapes) {
+    for (const auto& [n, k] : shapes(f)) {
       const PackedWeight p = random_bytes(f, n, k, rng);
       PackedWeight t = allocate_weight(f, n, k), back = allocate_weight(f, n, k);
       t.layout = WeightLayout::tile16;
@@ -224,7 +245,7 @@ TEST(Tile16, DecodeAndReferenceLinearIgnoreTheLayout) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (Format f : kTile16Formats) {
-    const int64_t n = 48, k = 352;
+    const int64_t n = 48, k = is_iq2(f) ? 512 : 352;
     const PackedWeight p = random_weight(f, n, k, rng, kLinearDraw);
     const PackedWeight t = to_tile16(p.view());
     for (bool tensor_scale : {true, false}) {
@@ -251,10 +272,10 @@ TEST(Tile16, ValidateWeightRules) {
   PackedWeight odd_k = allocate_weight(Format::nvfp4, 16, 48);  // a valid nvfp4 K, not a whole run
   odd_k.layout = WeightLayout::tile16;
   expect_bad_argument([&] { validate_weight(odd_k.view()); }, "weight", {"multiple of 32", "[16, 48]"});
-  for (Format iq2 : {Format::iq2_xxs, Format::iq2_xs}) {
+  for (Format iq2 : {Format::iq2_xxs, Format::iq2_xs}) {  // K % 256 is IQ2's own rule
     PackedWeight q = allocate_weight(iq2, 16, 256);
     q.layout = WeightLayout::tile16;
-    expect_bad_argument([&] { validate_weight(q.view()); }, "weight", {"no tile16 layout", "IQ2"});
+    EXPECT_NO_THROW(validate_weight(q.view()));
   }
   WeightView unknown = p.view();
   unknown.layout = static_cast<WeightLayout>(7);
@@ -284,8 +305,8 @@ TEST(Tile16, HostRepackArgumentRules) {
   odd_t.layout = WeightLayout::tile16;
   expect_bad_argument([&] { tile16_pack_host(odd.view(), odd_t.view()); }, "out", {"multiple of 16"});
   expect_bad_argument([&] { to_tile16(odd.view()); }, "in", {"multiple of 16"});
-  const PackedWeight iq2 = allocate_weight(Format::iq2_xs, 16, 256);
-  expect_bad_argument([&] { to_tile16(iq2.view()); }, "in", {"IQ2"});
+  const PackedWeight iq2 = random_bytes(Format::iq2_xs, 40, 256, rng);
+  expect_bad_argument([&] { to_tile16(iq2.view()); }, "in", {"multiple of 16"});
   WeightView bad_scale = p.view();
   bad_scale.scale = TensorView();
   expect_bad_argument([&] { tile16_pack_host(bad_scale, t.view()); }, "in", {"weight_scale"});
@@ -328,7 +349,6 @@ TEST(Tile16, DevicePackArgumentRulesWithoutAGpu) {
     expect_bad_argument([&] { tile16_pack(in, misaligned, nullptr); }, "out", {"16"});
   }
   expect_bad_argument([&] { tile16_pack(out, out, nullptr); }, "in", {"checkpoint layout"});
-  expect_bad_argument([] { tile16_pack_kernel_spec(Format::iq2_xxs); }, "format", {"IQ2"});
   // Valid arguments pass validation; resolving then needs a GPU, which may or may not be here (N = 0:
   // nothing to launch, so the fake pointers are never dereferenced).
   WeightView empty_in = fake_device_weight(Format::bf16, 0, 64), empty_out = empty_in;

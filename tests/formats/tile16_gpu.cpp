@@ -1,6 +1,6 @@
 // formats.tile16_pack on a real GPU (label `gpu`, run on the H200): byte-identical to
 // tile16_pack_host (the spec) for every format on fresh random bytes, written under two poisons so an
-// unwritten byte fails; GGML payloads at 2-byte offsets; a non-default stream; overlap refused.
+// unwritten byte fails; GGML payloads (Q8_0, IQ2_XS) at 2-byte offsets; a non-default stream; overlap refused.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -80,15 +80,22 @@ TEST_F(Tile16Gpu, PackMatchesHostForEveryFormat) {
   std::mt19937_64 rng(seed);
   for (const auto& info : all_formats()) {
     if (!has_tile16_layout(info.format)) continue;
-    // One tile and run; 11 runs; several tiles with partial fp8 blocks; a layer-sized weight.
-    for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{{16, 32}, {48, 352}, {304, 2848}, {4096, 4096}})
-      expect_matches_host(random_bytes(info.format, n, k, rng));
+    // One tile and run; 11 runs; several tiles with partial fp8 blocks; a layer-sized weight. IQ2
+    // (K % 256 == 0): one tile and block; 3 blocks; 19 tiles of 11 blocks; the layer-sized weight.
+    const bool iq2 = info.format == Format::iq2_xxs || info.format == Format::iq2_xs;
+    const std::vector<std::pair<int64_t, int64_t>> shapes =
+        iq2 ? std::vector<std::pair<int64_t, int64_t>>{{16, 256}, {48, 768}, {304, 2816}, {4096, 4096}}
+            : std::vector<std::pair<int64_t, int64_t>>{{16, 32}, {48, 352}, {304, 2848}, {4096, 4096}};
+    for (const auto& [n, k] : shapes) expect_matches_host(random_bytes(info.format, n, k, rng));
   }
 }
 
 TEST_F(Tile16Gpu, GgmlPayloadAtTwoByteOffsetsAndAStream) {
   std::mt19937_64 rng(fresh_seed());
-  for (size_t offset : {2, 6, 34}) expect_matches_host(random_bytes(Format::q8_0, 48, 352, rng), nullptr, offset);
+  for (size_t offset : {2, 6, 34}) {
+    expect_matches_host(random_bytes(Format::q8_0, 48, 352, rng), nullptr, offset);
+    expect_matches_host(random_bytes(Format::iq2_xs, 48, 512, rng), nullptr, offset);
+  }
   cudaStream_t stream;
   B12X_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   expect_matches_host(random_bytes(Format::nvfp4, 256, 1024, rng), stream);

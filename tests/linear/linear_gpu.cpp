@@ -188,7 +188,7 @@ TEST_F(LinearGpu, Tile16EveryFormatAndTokenCountMatchesReference) {
   size_t i = 0;
   for (const auto& info : all_formats())
     for (DType act : {DType::bf16, DType::f16}) {
-      if (!linear::mma_supports(info.format, act)) continue;
+      if (!linear::tile16_supports(info.format, act)) continue;
       const DType out = act_out[i % 4].first == act ? act_out[i % 4].second : DType::f32;
       const bool has_bias = i % 3 != 2;
       ++i;
@@ -200,8 +200,9 @@ TEST_F(LinearGpu, Tile16EveryFormatAndTokenCountMatchesReference) {
       const HostTensor bias = random_tensor(rng, DType::f32, {caps.n});
       const linear::Plan plan = linear::plan(caps);
       ASSERT_EQ(plan.paths.size(), 5u);
+      const bool iq2 = info.format == Format::iq2_xxs || info.format == Format::iq2_xs;
       for (const linear::PlanPath& path : plan.paths)
-        EXPECT_EQ(path.name.rfind("decode.mma_tile16{", 0), 0u) << path.name;
+        EXPECT_EQ(path.name.rfind(iq2 ? "decode.mma_iq2{" : "decode.mma_tile16{", 0), 0u) << path.name;
       for (int64_t m : {1, 2, 3, 4, 8, 16}) {
         const HostTensor x = random_tensor(rng, act, {m, caps.k});
         const std::vector<uint8_t> y = run_on_device(plan, x, w, has_bias ? &bias : nullptr);
@@ -255,11 +256,13 @@ TEST_F(LinearGpu, MmaGivesEveryWeightExactlyWithOneHotActivations) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  const int64_t k = 352;  // 11 runs: partial steps of every format
   for (WeightLayout layout : {WeightLayout::checkpoint, WeightLayout::tile16})
   for (const auto& info : all_formats())
     for (DType act : {DType::bf16, DType::f16}) {
-      if (!linear::mma_supports(info.format, act)) continue;
+      const bool tiled = layout == WeightLayout::tile16;
+      if (!(tiled ? linear::tile16_supports(info.format, act) : linear::mma_supports(info.format, act))) continue;
+      // 11 runs: partial steps of every format; IQ2: 2 blocks (its steps are whole blocks)
+      const int64_t k = info.format == Format::iq2_xxs || info.format == Format::iq2_xs ? 512 : 352;
       const int64_t n = layout == WeightLayout::tile16 ? 48 : 40;  // checkpoint: a partial 16-row tile
       linear::Caps caps = make_caps(info.format, n, k, 16, act, DType::f32, false, DType::bf16);
       caps.kernel = linear::DecodeKernel::mma;
@@ -337,6 +340,50 @@ TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
     }
 }
 
+// IQ2 on mma_iq2: a NaN or Inf FP16 d makes its block's weights NaN / Inf in the reference; the rows
+// holding such a block come out NaN for every token (x has no zeros there: Inf * 0 would be NaN
+// in the reference but not in the kernel, see mma_iq2.cuh), the other rows bit-identical.
+TEST_F(LinearGpu, Iq2NanScalesTurnExactlyTheirRowsIntoNan) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 48, k = 768, m = 3;
+  for (Format f : {Format::iq2_xxs, Format::iq2_xs})
+    for (DType act : {DType::bf16, DType::f16}) {
+      linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
+      caps.layout = WeightLayout::tile16;
+      const linear::Plan plan = linear::plan(caps);
+      const PackedWeight clean = random_weight(f, n, k, rng);
+      PackedWeight poisoned = random_weight(f, n, k, rng);
+      std::memcpy(poisoned.data.view().data, clean.data.view().data, clean.data.nbytes());
+      uint8_t* d = static_cast<uint8_t*>(poisoned.data.view().data);
+      const int64_t block = f == Format::iq2_xxs ? 66 : 74, row_bytes = block * (k / 256);
+      const int64_t nan_rows[] = {3, 30, 47};
+      auto set_d = [&](int64_t row, int64_t b, unsigned bits) {
+        d[row * row_bytes + b * block] = static_cast<uint8_t>(bits), d[row * row_bytes + b * block + 1] = static_cast<uint8_t>(bits >> 8);
+      };
+      set_d(3, 0, 0x7E00);   // NaN
+      set_d(30, 2, 0xFC00);  // -Inf
+      set_d(47, 1, 0x7C01);  // signalling NaN pattern
+      const HostTensor x = random_tensor(rng, act, {m, k});
+      const std::vector<uint8_t> y_clean = run_on_device(plan, x, device_weight(clean, WeightLayout::tile16), nullptr);
+      const std::vector<uint8_t> y_nan = run_on_device(plan, x, device_weight(poisoned, WeightLayout::tile16), nullptr);
+      for (int64_t t = 0; t < m; ++t)
+        for (int64_t r = 0; r < n; ++r) {
+          const bool nan_row = r == nan_rows[0] || r == nan_rows[1] || r == nan_rows[2];
+          float a, b;
+          std::memcpy(&a, y_clean.data() + 4 * (t * n + r), 4);
+          std::memcpy(&b, y_nan.data() + 4 * (t * n + r), 4);
+          if (nan_row) {
+            EXPECT_TRUE(std::isnan(b) || (r == 30 && std::isinf(b))) << label(caps, m) << " token " << t << " row " << r;
+          } else {
+            EXPECT_EQ(std::memcmp(&a, &b, 4), 0) << label(caps, m) << " token " << t << " row " << r;
+            EXPECT_TRUE(std::isfinite(a)) << label(caps, m) << " token " << t << " row " << r;
+          }
+        }
+    }
+}
+
 TEST_F(LinearGpu, EveryActivationAndOutputDtype) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -358,7 +405,7 @@ TEST_F(LinearGpu, LargeShapeWithSplitKMatchesReference) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (WeightLayout layout : {WeightLayout::checkpoint, WeightLayout::tile16})
-  for (Format f : {Format::nvfp4, Format::q8_0, Format::fp8_block, Format::mxfp8}) {
+  for (Format f : {Format::nvfp4, Format::q8_0, Format::fp8_block, Format::mxfp8, Format::iq2_xxs, Format::iq2_xs}) {
     linear::Caps caps = make_caps(f, 4096, 14336, 16, DType::bf16, DType::bf16, false, DType::bf16);
     caps.layout = layout;
     const linear::Plan plan = linear::plan(caps);
@@ -413,7 +460,8 @@ TEST_F(LinearGpu, GraphCaptureReplaysChangedXWithoutCompiling) {
   for (auto [f, layout] : {std::pair{Format::nvfp4, WeightLayout::checkpoint},
                            std::pair{Format::iq2_xs, WeightLayout::checkpoint},
                            std::pair{Format::fp8_channel, WeightLayout::checkpoint},
-                           std::pair{Format::mxfp4, WeightLayout::tile16}}) {
+                           std::pair{Format::mxfp4, WeightLayout::tile16},
+                           std::pair{Format::iq2_xxs, WeightLayout::tile16}}) {
     const int64_t n = layout == WeightLayout::tile16 ? 1008 : 1000, k = 2048, m = 5;
     linear::Caps caps = make_caps(f, n, k, 8, DType::bf16, DType::bf16, true, DType::bf16);
     caps.layout = layout;

@@ -119,11 +119,11 @@ size_t mma_combinations() {
 TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   const auto specs = linear::all_kernel_specs();
   // gemv: formats x 5 buckets x 2 act x 3 out; mma and mma_tile16: served (format, act) x 2 token
-  // tiles x 3 out each.
+  // tiles x 3 out each; mma_iq2: 2 formats x 2 act x 2 token tiles x 3 out.
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
-  EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3);
+  EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3);
   std::set<std::string> names;
-  size_t mma = 0, tile16 = 0;
+  size_t mma = 0, tile16 = 0, iq2 = 0;
   for (const auto& s : specs) {
     if (s.kernel == "linear.mma") {
       ++mma;
@@ -134,6 +134,10 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
       EXPECT_EQ(s.source, "linear/kernels/mma_tile16.cuh");
       const bool one_tile = s.describe().find("tokens=8,") != std::string::npos;
       EXPECT_EQ(s.max_registers, one_tile ? 80 : 128) << s.describe();  // 3 or 2 CTAs per SM
+    } else if (s.kernel == "linear.mma_iq2") {
+      ++iq2;
+      EXPECT_EQ(s.source, "linear/kernels/mma_iq2.cuh");
+      EXPECT_EQ(s.max_registers, 128) << s.describe();  // 2 CTAs per SM
     } else {
       EXPECT_EQ(s.kernel, "linear.gemv");
       EXPECT_EQ(s.source, "linear/kernels/gemv.cuh");
@@ -144,6 +148,7 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   }
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
   EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
+  EXPECT_EQ(iq2, 2u * 2 * 2 * 3);
   // Every spec a plan can resolve, with either kernel or layout, is registered (CI compiles these).
   for (const auto& info : all_formats())
     for (int64_t t = 1; t <= 16; ++t)
@@ -152,7 +157,7 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
           for (auto kernel : {linear::DecodeKernel::automatic, linear::DecodeKernel::gemv}) {
             const auto caps = with_kernel(make_caps(info.format, 300, 256 * 3, t, act, out, t % 2 == 0), kernel);
             for (const auto& s : linear::kernel_specs(caps)) EXPECT_TRUE(names.count(s.name_expression)) << s.describe();
-            if (kernel == linear::DecodeKernel::automatic && linear::mma_supports(info.format, act)) {
+            if (kernel == linear::DecodeKernel::automatic && linear::tile16_supports(info.format, act)) {
               auto tiled = make_caps(info.format, 304, 256 * 3, t, act, out, t % 2 == 0);
               tiled.layout = WeightLayout::tile16;
               for (const auto& s : linear::kernel_specs(tiled)) EXPECT_TRUE(names.count(s.name_expression)) << s.describe();
@@ -165,7 +170,7 @@ TEST(LinearCompile, Tile16WeightsUseTheTile16KernelAtEveryTokenCount) {
     for (DType act : {DType::bf16, DType::f16}) {
       auto caps = make_caps(info.format, 28672, 8192, 16, act);
       caps.layout = WeightLayout::tile16;
-      if (!linear::mma_supports(info.format, act)) {
+      if (!linear::tile16_supports(info.format, act)) {
         try {
           linear::validate_caps(caps);
           ADD_FAILURE() << "tile16 accepted for " << info.name << " with " << dtype_name(act);
@@ -174,12 +179,15 @@ TEST(LinearCompile, Tile16WeightsUseTheTile16KernelAtEveryTokenCount) {
         }
         continue;
       }
+      const bool iq2 = info.format == Format::iq2_xxs || info.format == Format::iq2_xs;
+      const std::string kernel = iq2 ? "mma_iq2" : "mma_tile16";
       for (int64_t t = 1; t <= 16; ++t) {
         const linear::PlanPath p = linear::plan_path(caps, t, 132);
-        EXPECT_EQ(p.spec.kernel, "linear.mma_tile16") << info.name << " M=" << t;  // Q8_0 at M = 1 too
-        EXPECT_EQ(p.name.rfind("decode.mma_tile16{tokens=" + std::string(t <= 8 ? "8" : "16"), 0), 0u) << p.name;
-        // The ring fits next to the static buffers at 3 (one token tile) or 2 CTAs per SM (228 KiB).
-        const int ctas = t <= 8 ? 3 : 2;
+        EXPECT_EQ(p.spec.kernel, "linear." + kernel) << info.name << " M=" << t;  // Q8_0 at M = 1 too
+        EXPECT_EQ(p.name.rfind("decode." + kernel + "{tokens=" + std::string(t <= 8 ? "8" : "16"), 0), 0u) << p.name;
+        // The ring (and IQ2's codebook) fits next to the static buffers at the CTAs per SM that the
+        // launch bounds promise: 3 (one token tile; IQ2: 2) or 2 (228 KiB per SM).
+        const int ctas = t <= 8 && !iq2 ? 3 : 2;
         EXPECT_GT(p.smem_bytes, 0u);
         EXPECT_LE(ctas * (p.smem_bytes + 8 * 4 * 4 * 32 * (t <= 8 ? 1 : 2) + 1024 + 1024), 228u * 1024) << p.name;
         const int64_t rows_per_cta = (8 / p.ksplit) * 16;
@@ -197,12 +205,15 @@ TEST(LinearCompile, Tile16WeightsUseTheTile16KernelAtEveryTokenCount) {
   }
   caps.n = 4104;
   expect_bad_argument([&] { linear::validate_caps(caps); }, "n", {"multiple of 16", "4104"});
-  // The recommendation: tile16 where the mma kernel serves the format, except 16-bit weights.
+  // The recommendation: tile16 where a tile16 kernel serves the format, except 16-bit weights.
   EXPECT_EQ(linear::preferred_layout(Format::fp8_tensor, DType::bf16), WeightLayout::tile16);
   EXPECT_EQ(linear::preferred_layout(Format::q8_0, DType::f16), WeightLayout::tile16);
   EXPECT_EQ(linear::preferred_layout(Format::nvfp4, DType::bf16), WeightLayout::tile16);
   EXPECT_EQ(linear::preferred_layout(Format::bf16, DType::bf16), WeightLayout::checkpoint);
-  EXPECT_EQ(linear::preferred_layout(Format::iq2_xs, DType::bf16), WeightLayout::checkpoint);
+  EXPECT_EQ(linear::preferred_layout(Format::iq2_xs, DType::bf16), WeightLayout::tile16);
+  EXPECT_EQ(linear::preferred_layout(Format::iq2_xxs, DType::f16), WeightLayout::tile16);
+  EXPECT_FALSE(linear::tile16_supports(Format::bf16, DType::f16));
+  EXPECT_TRUE(linear::tile16_supports(Format::iq2_xs, DType::bf16));
   for (const auto& info : all_formats())
     if (linear::preferred_layout(info.format, DType::bf16) == WeightLayout::tile16)
       EXPECT_TRUE(has_tile16_layout(info.format)) << info.name;

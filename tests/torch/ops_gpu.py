@@ -65,8 +65,6 @@ def test_linear_cuda_matches_the_cpu_kernel(rng, fmt):
 
 def test_gpu_pack_is_byte_identical_to_the_host(rng):
     for fmt in FORMATS:
-        if fmt.startswith("iq2"):
-            continue
         w, _ = oracle_weight(rng, fmt, 64, 256)
         host = b12x.linear.pack_weight(w.weight, w.weight_scale, w.tensor_scale, format=fmt, layout="tile16")
         dev = b12x.linear.pack_weight(w.weight.to(DEV), None if w.weight_scale is None else w.weight_scale.to(DEV),

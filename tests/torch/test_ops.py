@@ -86,7 +86,7 @@ def test_linear_cpu_every_format(rng, fmt):
     k = k_for(fmt, rng)
     n = 144 if fmt == "fp8_block" else 16 * int(rng.integers(1, 3))
     w, exact = oracle_weight(rng, fmt, n, k)
-    layouts = ["checkpoint"] + (["tile16"] if fmt not in ("iq2_xxs", "iq2_xs") else [])
+    layouts = ["checkpoint", "tile16"]
     for x_dtype in FLOAT_DTYPES:
         x = to_torch(as_float(rng.uniform(-4, 4, (2, 3, k)), x_dtype))  # leading dims [2, 3]
         bias = to_torch(as_float(rng.uniform(-1, 1, n), x_dtype))
@@ -112,7 +112,7 @@ def test_tile16_pack_moves_bytes_and_keeps_values(rng):
     assert torch.equal(b12x.linear.mm(x, t, out_dtype=torch.float32), b12x.linear.mm(x, w, out_dtype=torch.float32))
     assert b12x.linear.preferred_layout("nvfp4") == "tile16"
     assert b12x.linear.preferred_layout("nvfp4", n=24) == "checkpoint"  # tile16 needs N % 16 == 0
-    assert b12x.linear.preferred_layout("iq2_xs") == "checkpoint"
+    assert b12x.linear.preferred_layout("iq2_xs") == "tile16"
     assert b12x.linear.pack_weight(w.weight, w.weight_scale, w.tensor_scale, format="nvfp4").layout == "tile16"
 
 

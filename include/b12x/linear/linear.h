@@ -3,17 +3,20 @@
 // formats/weight.h), FP32 accumulation and a BF16 / FP16 / FP32 output. The CPU spec is
 // reference_linear(act = a16) (linear/reference.h).
 //
-// Today the op has its decode path: M = 1..16 tokens, served by one of three weight-streaming kernels
+// Today the op has its decode path: M = 1..16 tokens, served by one of four weight-streaming kernels
 // that decode every weight element exactly once, in registers:
 //  * mma_tile16 (src/linear/kernels/mma_tile16.cuh): the mma kernel's arithmetic on weights prepared
 //    in the tile16 layout (formats/tile16.h), fetched by bulk copies into a per-warp shared-memory
 //    ring; the fast path for every format it serves (Caps::layout = tile16).
+//  * mma_iq2 (src/linear/kernels/mma_iq2.cuh): the same for IQ2_XXS / IQ2_XS tile16 weights (the
+//    codebook in shared memory, converted to the activation type).
 //  * mma  (src/linear/kernels/mma.cuh): tensor cores (mma.sync m16n8k16, FP32 accumulation), the
 //    weights converted exactly to the activations' 16-bit type; for BF16/F16 (same type as x), FP8
 //    (tensor, channel, 128x128 block), MXFP8, NVFP4, MXFP4 and Q8_0 weights. Hopper has no FP4
 //    tensor cores: FP4 codes become BF16/F16 in registers (device/pack16.cuh).
 //  * gemv (src/linear/kernels/gemv.cuh): CUDA-core FMAs in FP32; every format and dtype combination
-//    (IQ2_XXS, IQ2_XS, and BF16 weights with F16 activations or the reverse use only this one).
+//    in the checkpoint layout (IQ2_XXS / IQ2_XS checkpoint weights, and BF16 weights with F16
+//    activations or the reverse, use only this one).
 // For checkpoint-layout weights Caps::kernel picks one of the last two (automatic: mma where it
 // applies, except Q8_0 at 1-2 tokens, where gemv is faster on the H200; else gemv); the plan's path
 // names say which.
@@ -67,18 +70,22 @@ struct Caps {
   DType bias_dtype = DType::bf16;
   DecodeKernel kernel = DecodeKernel::automatic;  // mma on a format it cannot serve: Unsupported
   // The weight's byte layout (formats/weight.h). tile16 (formats/tile16.h: the one-time repack) is
-  // read by the mma_tile16 kernel at every token count; it needs N % 16 == 0 and a format the mma
-  // kernel serves with act_dtype, and refuses DecodeKernel::gemv.
+  // read by the mma_tile16 / mma_iq2 kernels at every token count; it needs N % 16 == 0 and a format
+  // tile16_supports with act_dtype, and refuses DecodeKernel::gemv.
   WeightLayout layout = WeightLayout::checkpoint;
 };
 
-// Whether the mma kernel serves this weight format with these activations.
+// Whether the mma kernel serves this weight format with these activations (checkpoint layout).
 bool mma_supports(Format format, DType act_dtype);
 
+// Whether tile16 weights of this format are served with these activations: the formats of
+// mma_supports (kernel mma_tile16) and IQ2_XXS / IQ2_XS (kernel mma_iq2, tile16 only).
+bool tile16_supports(Format format, DType act_dtype);
+
 // The layout to prepare a weight in for the fastest decode path, as measured on the H200
-// (docs/perf/README.md): tile16 for the formats the mma kernel serves with act_dtype, except 16-bit
-// weights (their checkpoint rows already give 16-byte loads, and the tile16 kernel's shared-memory
-// ring leaves less L1 for x: 146.5 vs 126.2 us at M = 4, 28672 x 8192); checkpoint otherwise (IQ2).
+// (docs/perf/README.md): tile16 for the formats tile16_supports, except 16-bit weights (their
+// checkpoint rows already give 16-byte loads, and the tile16 kernel's shared-memory ring leaves less
+// L1 for x: 146.5 vs 126.2 us at M = 4, 28672 x 8192); checkpoint otherwise.
 WeightLayout preferred_layout(Format format, DType act_dtype);
 
 // One launchable path of a plan. Paths are ordered by max_tokens; a path serves the token counts

@@ -23,7 +23,13 @@
 //    32 bytes per (T, j) at (T * R + j) * 32, byte 16q + 2g + h = group q of row g + 8h. A lane reads
 //    its two rows' byte pair as one 16-bit word (NVFP4: of group t / 2). fp8_channel and fp8_block
 //    scales keep their checkpoint layout; BF16, F16 and fp8_tensor have no scale tensor.
-// IQ2_XXS / IQ2_XS have no tile16 layout (the gemv kernel reads their checkpoint bytes).
+//  * IQ2_XXS / IQ2_XS (K % 256 == 0, B = K / 256 blocks of 66 / 74 bytes per row): chunk (T, b) of
+//    16 blocks (16 * 66 = 1056 / 16 * 74 = 1184 bytes) at byte (T * B + b) * chunk, read by
+//    linear/kernels/mma_iq2.cuh: bytes 0..31 are the d words as Q8_0's (word g = d(row g) |
+//    d(row g + 8) << 16); then, for sub-block (run) r = 0..7, 128 bytes at 32 + 128 r: byte 16 g +
+//    8 h + i = byte i of row g + 8h's 8 qs bytes of the sub-block (IQ2_XXS: 4 grid indices, then the
+//    sign / scale word; IQ2_XS: 4 16-bit grid|sign units); IQ2_XS then has 128 bytes of sub-block
+//    scales at 1056: byte 16 r + 2 g + h = row g + 8h's scale byte of sub-block r.
 //
 // tile16_data_src / tile16_scale_src map a tile16 byte offset to the checkpoint byte offset holding
 // the same byte: packing is out[i] = in[src(i)], unpacking in[src(i)] = out[i]. Host and device share
@@ -36,8 +42,13 @@ namespace b12x::device {
 constexpr bool tile16_supported(int format) {
   return format == kFmtBf16 || format == kFmtF16 || format == kFmtFp8Tensor || format == kFmtFp8Channel ||
          format == kFmtFp8Block || format == kFmtMxfp8 || format == kFmtNvfp4 || format == kFmtMxfp4 ||
-         format == kFmtQ8_0;
+         format == kFmtQ8_0 || format == kFmtIq2xxs || format == kFmtIq2xs;
 }
+
+// IQ2 formats: one chunk per (tile, 256-element block) instead of per (tile, run).
+constexpr bool tile16_iq2(int format) { return format == kFmtIq2xxs || format == kFmtIq2xs; }
+// Bytes of one IQ2 block (one row's 256 elements).
+constexpr int tile16_iq2_block_bytes(int format) { return format == kFmtIq2xxs ? 66 : 74; }
 
 // E4M3 data whose words hold elements 0, 1, 2, 3 in bytes 0, 2, 1, 3 (the byte order above).
 constexpr bool tile16_fp8_split(int format) {
@@ -49,9 +60,10 @@ constexpr int tile16_lane_row_bytes(int format) {
   return format == kFmtBf16 || format == kFmtF16 ? 16 : format == kFmtNvfp4 || format == kFmtMxfp4 ? 4 : 8;
 }
 
-// Bytes of one (tile, run) chunk of the data tensor.
+// Bytes of one (tile, run) chunk of the data tensor; IQ2: of one (tile, block) chunk.
 constexpr int tile16_chunk_bytes(int format) {
-  return 64 * tile16_lane_row_bytes(format) + (format == kFmtQ8_0 ? 32 : 0);
+  return tile16_iq2(format) ? 16 * tile16_iq2_block_bytes(format)
+                            : 64 * tile16_lane_row_bytes(format) + (format == kFmtQ8_0 ? 32 : 0);
 }
 
 // Bytes of one (tile, run) chunk of the scale tensor (0: the scale keeps its checkpoint layout).
@@ -62,6 +74,23 @@ constexpr int tile16_scale_chunk_bytes(int format) {
 // Checkpoint byte offset of tile16 data byte i; runs = K / 32.
 B12X_DEV long long tile16_data_src(int format, long long i, long long runs) {
   const long long chunk = tile16_chunk_bytes(format);
+  if (tile16_iq2(format)) {
+    const long long blocks = runs / 8, bb = tile16_iq2_block_bytes(format);
+    const long long tb = i / chunk;  // T * blocks + b
+    const int c = static_cast<int>(i - tb * chunk);
+    const long long tile = tb / blocks, b = tb - tile * blocks;
+    int g, h, at;  // row g + 8h of the tile, byte `at` of its block b
+    if (c < 32) {  // d words: byte 4g + 2h + i
+      g = c >> 2, h = (c >> 1) & 1, at = c & 1;
+    } else if (c < 1056) {  // qs: 32 + 128r + 16g + 8h + i
+      const int o = c - 32;
+      g = (o >> 4) & 7, h = (o >> 3) & 1, at = 2 + 8 * (o >> 7) + (o & 7);
+    } else {  // IQ2_XS scales: 1056 + 16r + 2g + h
+      const int o = c - 1056;
+      g = (o >> 1) & 7, h = o & 1, at = 66 + (o >> 4);
+    }
+    return (16 * tile + g + 8 * h) * blocks * bb + b * bb + at;
+  }
   const long long tr = i / chunk;  // T * runs + j
   const int c = static_cast<int>(i - tr * chunk);
   const long long tile = tr / runs, j = tr - tile * runs;

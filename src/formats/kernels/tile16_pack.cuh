@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(kTile16PackThreads, kTile16PackMinBlocksPerSm)
     tile16_pack_kernel(const unsigned char* __restrict__ in_data, const unsigned char* __restrict__ in_scale,
                        unsigned char* __restrict__ out_data, unsigned char* __restrict__ out_scale,
                        long long data_vectors, long long scale_bytes, long long runs) {
-  static_assert(device::tile16_supported(kFormat), "IQ2 formats have no tile16 layout");
+  static_assert(device::tile16_supported(kFormat), "a format with a tile16 layout");
   const long long stride = static_cast<long long>(gridDim.x) * kTile16PackThreads;
   const long long first = static_cast<long long>(blockIdx.x) * kTile16PackThreads + threadIdx.x;
   for (long long v = first; v < data_vectors; v += stride) {

@@ -47,7 +47,7 @@ constexpr int kMmaThreads = 32 * kMmaWarps;
 constexpr int kMmaMinBlocks = 2;  // __launch_bounds__: 65536 / (256 x 2) = 128 registers per thread
 
 // Can the MMA path serve weight format kFormat with activations kAct? (Mixed BF16 / F16 weights and
-// activations are not exact in one 16-bit type; IQ2 stays on the GEMV path.)
+// activations are not exact in one 16-bit type; IQ2 has its own kernel, mma_iq2.cuh, on tile16 weights.)
 constexpr bool mma_supports(int format, int act) {
   return format == kFmtBf16       ? act == kActBf16
          : format == kFmtF16      ? act == kActF16
