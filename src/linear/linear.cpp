@@ -123,16 +123,21 @@ KernelSpec make_mma_spec(const Caps& caps, int token_tiles) {
   return linear_spec(caps, "mma", token_tiles, "tokens", std::to_string(8 * token_tiles), {}, 128);
 }
 
-// Warps per 16-row tile for the mma kernel: the smallest split that gives enough CTAs, while every
+// Warps per 16-row tile for the mma kernels: the smallest split that gives enough CTAs, while every
 // warp still gets two steps of K. One token tile (M <= 8): at least 8 CTAs per SM (several waves, so
-// the last partial wave costs little). Two token tiles: at least 3 per SM, because every CTA reads
+// the last partial wave costs little; mma_iq2: 1, see below). Two token tiles: at least 3 per SM, because every CTA reads
 // all of x's K for its tiles (16 tokens x K x 2 bytes from L2): more CTAs, more x traffic (measured on
 // the H200: M = 16, 28672 x 8192 fp8 took 113 us with 448 CTAs and 171 us with 1792).
 int choose_mma_ksplit(const Caps& caps, int token_tiles, int sm_count) {
   const int64_t tiles = (caps.n + kMmaTile - 1) / kMmaTile;
   const int runs_per_step = mma_runs_per_step(caps.format, token_tiles);
   const int64_t steps = (caps.k / kRun + runs_per_step - 1) / runs_per_step;
-  const int64_t target_ctas = (token_tiles == 1 ? 8 : 3) * static_cast<int64_t>(std::max(sm_count, 1));
+  // mma_iq2: one CTA per SM is enough. Its warps are latency-bound (H200 ncu, IQ2_XXS M = 1: 48% issue
+  // slots busy, 1.06 eligible warps per scheduler), so long-lived warps that fill the codebook and the
+  // ring once win: 28672 x 8192 IQ2_XXS M = 1 / 8 74.2 / 85.2 us at ksplit 8 -> 67.0 / 65.1 at ksplit 1,
+  // IQ2_XS 107.9 / 115.6 -> 85.3 / 88.7 (2 CTAs per SM target: in between).
+  const int64_t per_sm = iq2(caps.format) ? 1 : token_tiles == 1 ? 8 : 3;
+  const int64_t target_ctas = per_sm * static_cast<int64_t>(std::max(sm_count, 1));
   int best = 1;
   for (int s : {1, 2, 4, 8}) {
     if (s > 1 && steps < 2 * s) break;

@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kIq2MinBlocks)
   constexpr bool kXs = kFormat == kFmtIq2xs;
   constexpr int kChunk = tile16_chunk_bytes(kFormat);
   constexpr int kSets = mma_acc_sets(kNT);
-  constexpr int kXRuns = 4;  // runs whose x fragments are loaded together
+  constexpr int kXRuns = kNT == 1 ? 8 : 4;  // runs whose x fragments are loaded together
   static_assert(kXRuns % 2 == 0 && 8 % kXRuns == 0, "whole, even parts of a block");
   __shared__ float partial[kMmaWarps][kNT][4][32];
   extern __shared__ __align__(128) unsigned char smem[];
@@ -164,6 +164,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kIq2MinBlocks)
   const unsigned x_row_bytes = static_cast<unsigned>(k * 2);
   // IQ2_XS: x of the lanes holding the other scale half zeroed (lanes t < 2 hold elements 0..15).
   const unsigned keep_lo = t < 2 ? 0xFFFFFFFFu : 0u;
+  const unsigned unit_sel = (2 * t) | (2 * t + 1) << 4;  // IQ2_XS: bytes 2t, 2t+1 of a row's 8 qs bytes
   for (long long i = 0; i < count; ++i) {
     const int slot = static_cast<int>(i % kIq2Stages);
     const long long s = s_begin + i;
@@ -193,11 +194,10 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kIq2MinBlocks)
         const int r = kXRuns * part + u;
         const U32x4 q = lds_u32x4(stage + 32 + 128 * r + 16 * g);  // row g's 8 qs bytes, then row g + 8's
         unsigned pl[4], ph[4];
-        if constexpr (kXs) {  // unit t: 9-bit grid index | 7-bit sign index << 9
-          const unsigned ul = ((t < 2 ? q.x : q.y) >> (16 * (t & 1))) & 0xFFFFu;
-          const unsigned uh = ((t < 2 ? q.z : q.w) >> (16 * (t & 1))) & 0xFFFFu;
-          iq2_unit(grid, ul & 511u, ul >> 9, pl);
-          iq2_unit(grid, uh & 511u, uh >> 9, ph);
+        if constexpr (kXs) {  // unit t (bytes 2t, 2t+1): 9-bit grid index | 7-bit sign index << 9
+          const unsigned ul = byte_perm(q.x, q.y, unit_sel), uh = byte_perm(q.z, q.w, unit_sel);
+          iq2_unit(grid, ul & 511u, (ul >> 9) & 0x7Fu, pl);
+          iq2_unit(grid, uh & 511u, (uh >> 9) & 0x7Fu, ph);
         } else {  // word 0: 4 grid indices; word 1: 4 x 7-bit sign index | scale << 28
           iq2_unit(grid, byte_perm(q.x, 0u, 0x4440u | t), (q.y >> (7 * t)) & 0x7Fu, pl);
           iq2_unit(grid, byte_perm(q.z, 0u, 0x4440u | t), (q.w >> (7 * t)) & 0x7Fu, ph);

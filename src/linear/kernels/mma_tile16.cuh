@@ -182,7 +182,9 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
 
   const long long full_steps = l.runs / kU;  // steps past these hold fewer than kU runs
   // Copies of step s (one of this warp's) into stage `dst`. The copies keep their per-run bounds
-  // even in full steps: a variant without them pushed the 80-register kernels into spills.
+  // even in full steps: a variant without them pushed the 80-register kernels into spills. The tile
+  // pointers are formed here, not inside tile16_issue_lanes: with (data, scale, tile, runs) passed
+  // down, MXFP8 with 8 tokens spilled 12-24 bytes at 80 registers (sm_90a and sm_120a, 2026-12-03).
   auto issue = [&](long long s, unsigned dst) {
     const unsigned char* tile_data = data + tile * l.runs * tile16_chunk_bytes(kFormat);
     const unsigned char* tile_scale = scale + tile * l.runs * tile16_scale_chunk_bytes(kFormat);
