@@ -297,6 +297,25 @@ TEST_F(LinearGpu, MmaGivesEveryWeightExactlyWithOneHotActivations) {
     }
 }
 
+// FP32 outputs [m, n] of a clean and a poisoned weight: the rows in `rows` are NaN for every token
+// (inf_row may be +-Inf instead), every other row bit-identical to the clean one and finite.
+void expect_exactly_these_rows_nan(const std::vector<uint8_t>& y_clean, const std::vector<uint8_t>& y_nan, int64_t m,
+                                   int64_t n, const int64_t (&rows)[3], int64_t inf_row, const std::string& what) {
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t r = 0; r < n; ++r) {
+      const bool nan_row = r == rows[0] || r == rows[1] || r == rows[2];
+      float a, b;
+      std::memcpy(&a, y_clean.data() + 4 * (t * n + r), 4);
+      std::memcpy(&b, y_nan.data() + 4 * (t * n + r), 4);
+      if (nan_row) {
+        EXPECT_TRUE(std::isnan(b) || (r == inf_row && std::isinf(b))) << what << " token " << t << " row " << r;
+      } else {
+        EXPECT_EQ(std::memcmp(&a, &b, 4), 0) << what << " token " << t << " row " << r;
+        EXPECT_TRUE(std::isfinite(a)) << what << " token " << t << " row " << r;
+      }
+    }
+}
+
 TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -324,19 +343,7 @@ TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
       const HostTensor x = random_tensor(rng, act, {m, k});
       const std::vector<uint8_t> y_clean = run_on_device(plan, x, device_weight(clean, layout), nullptr);
       const std::vector<uint8_t> y_nan = run_on_device(plan, x, device_weight(poisoned, layout), nullptr);
-      for (int64_t t = 0; t < m; ++t)
-        for (int64_t r = 0; r < n; ++r) {
-          const bool nan_row = r == nan_rows[0] || r == nan_rows[1] || r == nan_rows[2];
-          float a, b;
-          std::memcpy(&a, y_clean.data() + 4 * (t * n + r), 4);
-          std::memcpy(&b, y_nan.data() + 4 * (t * n + r), 4);
-          if (nan_row) {
-            EXPECT_TRUE(std::isnan(b)) << label(caps, m) << " token " << t << " row " << r;
-          } else {
-            EXPECT_EQ(std::memcmp(&a, &b, 4), 0) << label(caps, m) << " token " << t << " row " << r;
-            EXPECT_TRUE(std::isfinite(a)) << label(caps, m) << " token " << t << " row " << r;
-          }
-        }
+      expect_exactly_these_rows_nan(y_clean, y_nan, m, n, nan_rows, -1, label(caps, m));
     }
 }
 
@@ -368,19 +375,7 @@ TEST_F(LinearGpu, Iq2NanScalesTurnExactlyTheirRowsIntoNan) {
       const HostTensor x = random_tensor(rng, act, {m, k});
       const std::vector<uint8_t> y_clean = run_on_device(plan, x, device_weight(clean, WeightLayout::tile16), nullptr);
       const std::vector<uint8_t> y_nan = run_on_device(plan, x, device_weight(poisoned, WeightLayout::tile16), nullptr);
-      for (int64_t t = 0; t < m; ++t)
-        for (int64_t r = 0; r < n; ++r) {
-          const bool nan_row = r == nan_rows[0] || r == nan_rows[1] || r == nan_rows[2];
-          float a, b;
-          std::memcpy(&a, y_clean.data() + 4 * (t * n + r), 4);
-          std::memcpy(&b, y_nan.data() + 4 * (t * n + r), 4);
-          if (nan_row) {
-            EXPECT_TRUE(std::isnan(b) || (r == 30 && std::isinf(b))) << label(caps, m) << " token " << t << " row " << r;
-          } else {
-            EXPECT_EQ(std::memcmp(&a, &b, 4), 0) << label(caps, m) << " token " << t << " row " << r;
-            EXPECT_TRUE(std::isfinite(a)) << label(caps, m) << " token " << t << " row " << r;
-          }
-        }
+      expect_exactly_these_rows_nan(y_clean, y_nan, m, n, nan_rows, 30, label(caps, m));
     }
 }
 

@@ -213,6 +213,17 @@ B12X_DEV void mma_load_step(const MmaLane& l, const unsigned char* scale, long l
 template <int kT>
 B12X_DEV unsigned e4m3_scale_pair(unsigned b) { return e4m3x2_pack<kT>(b * 0x0101u, 0); }
 
+// Zeroed accumulator sets (every mma kernel starts with them).
+template <int kSets, int kNT>
+B12X_DEV void mma_zero_acc(float (&acc)[kSets][kNT][4]) {
+  B12X_UNROLL
+  for (int a = 0; a < kSets; ++a)
+    B12X_UNROLL
+    for (int nt = 0; nt < kNT; ++nt)
+      B12X_UNROLL
+      for (int q = 0; q < 4; ++q) acc[a][nt][q] = 0.0f;
+}
+
 // MMAs of one step into acc[mma_acc_sets(kNT)][kNT][4] (run u into set u % sets; the sets are
 // summed at the end in a fixed order). kSplit: E4M3 words in the tile16 byte order; kFull: the
 // step's kU runs all lie inside K (no per-run bounds checks).
@@ -392,12 +403,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kMmaMinBlocks)
 
   constexpr int kSets = mma_acc_sets(kNT);
   float acc[kSets][kNT][4];
-  B12X_UNROLL
-  for (int a = 0; a < kSets; ++a)
-    B12X_UNROLL
-    for (int nt = 0; nt < kNT; ++nt)
-      B12X_UNROLL
-      for (int q = 0; q < 4; ++q) acc[a][nt][q] = 0.0f;
+  mma_zero_acc(acc);
   unsigned nan_lo = 0, nan_hi = 0;
 
   // Two steps in flight: the next step's weight loads are issued before this step's MMAs.

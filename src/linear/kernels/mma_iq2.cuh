@@ -22,7 +22,10 @@
 //    run (elements 0..15 and 16..31 = units 0-1, held by lanes t < 2, and units 2-3): each k16 MMA runs
 //    twice, with x zeroed in lanes t >= 2 and then in lanes t < 2, so the halves' sums stay apart.
 // For a one-hot x every weight comes out bit-exactly (db * (+-grid) rounded once, as the reference's
-// db * grid); other differences are the rounding of the summation order.
+// db * grid); other differences are the rounding of the summation order. A NaN d gives NaN rows as
+// in the reference. An Inf d can give +-Inf where the reference has NaN: the reference multiplies
+// each Inf weight by its activation (Inf * 0 = NaN), this kernel Inf by the run's partial sum (as
+// mma.cuh does for MX overflow).
 #pragma once
 #include "linear/kernels/mma_tile16.cuh"
 #if defined(__CUDACC__)
@@ -154,12 +157,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kIq2MinBlocks)
   const unsigned grid = smem_addr(smem) + 16 * (lane & 7);
 
   float acc[kSets][kNT][4];
-  B12X_UNROLL
-  for (int a = 0; a < kSets; ++a)
-    B12X_UNROLL
-    for (int nt = 0; nt < kNT; ++nt)
-      B12X_UNROLL
-      for (int q = 0; q < 4; ++q) acc[a][nt][q] = 0.0f;
+  mma_zero_acc(acc);
 
   const unsigned x_row_bytes = static_cast<unsigned>(k * 2);
   // IQ2_XS: x of the lanes holding the other scale half zeroed (lanes t < 2 hold elements 0..15).

@@ -165,12 +165,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
 
   constexpr int kSets = mma_acc_sets(kNT);
   float acc[kSets][kNT][4];
-  B12X_UNROLL
-  for (int a = 0; a < kSets; ++a)
-    B12X_UNROLL
-    for (int nt = 0; nt < kNT; ++nt)
-      B12X_UNROLL
-      for (int q = 0; q < 4; ++q) acc[a][nt][q] = 0.0f;
+  mma_zero_acc(acc);
   unsigned nan_lo = 0, nan_hi = 0;
 
   // This warp's contiguous range of steps.
