@@ -812,8 +812,7 @@ std::string kernel_path(const LayerRecord& r) {
       if (r.format) {  // the decode kernel with BF16 activations, after prepare_for_linear
         const Format f = *r.format;
         if (linear::preferred_layout(f, DType::bf16) == WeightLayout::tile16 && r.n % 16 == 0 && r.k % 32 == 0)
-          return f == Format::iq2_xxs || f == Format::iq2_xs ? "linear.decode mma_iq2 (M<=16)"
-                                                              : "linear.decode mma_tile16 (M<=16)";
+          return is_iq2_format(f) ? "linear.decode mma_iq2 (M<=16)" : "linear.decode mma_tile16 (M<=16)";
         return linear::mma_supports(f, DType::bf16) ? "linear.decode mma (M<=16)" : "linear.decode gemv (M<=16)";
       }
       return "unsupported: " + r.format_label + " weights have no b12x format (store BF16)";

@@ -204,7 +204,7 @@ void run_encode(const Options& o) {
   check_dims(o);
   if (const auto* ef = find_element_format(o.format)) return encode_elements(*ef, o);
   const Format f = parse_format(o.format, "--format");
-  if (f == Format::iq2_xs || f == Format::iq2_xxs)
+  if (is_iq2_format(f))
     fail_arg("--format", format_info(f).name,
              " has no quantizer in b12x (IQ2 needs importance-weighted search); use `b12x codec random` for "
              "synthetic blocks");

@@ -38,6 +38,7 @@ Format parse_format(std::string_view name, const std::string& arg) {
   fail_arg(arg, "unknown format '", name, "' (expected one of: ", all, ")");
 }
 
-bool is_ggml_format(Format f) { return f == Format::q8_0 || f == Format::iq2_xxs || f == Format::iq2_xs; }
+bool is_iq2_format(Format f) { return f == Format::iq2_xxs || f == Format::iq2_xs; }
+bool is_ggml_format(Format f) { return f == Format::q8_0 || is_iq2_format(f); }
 
 }  // namespace b12x

@@ -183,7 +183,7 @@ PackedWeight allocate_weight(Format format, int64_t n, int64_t k) {
 
 PackedWeight quantize_weight(Format format, const TensorView& w) {
   expect(w, "weight").host().dtype_in({DType::f32, DType::bf16, DType::f16}).ndim(2).contiguous();
-  if (format == Format::iq2_xxs || format == Format::iq2_xs)
+  if (is_iq2_format(format))
     fail_unsupported(format_info(format).name, " has no quantizer in b12x; use ggml_random_blocks for synthetic data");
   const int64_t n = w.size(0), k = w.size(1);
   check_dims(format, n, k, "weight", "weight");

@@ -20,8 +20,8 @@ bool mma_supports(Format format, DType act_dtype) {
 }
 
 bool tile16_supports(Format format, DType act_dtype) {
-  const bool iq2 = format == Format::iq2_xxs || format == Format::iq2_xs;
-  return mma_supports(format, act_dtype) || (iq2 && (act_dtype == DType::bf16 || act_dtype == DType::f16));
+  return mma_supports(format, act_dtype) ||
+         (is_iq2_format(format) && (act_dtype == DType::bf16 || act_dtype == DType::f16));
 }
 
 WeightLayout preferred_layout(Format format, DType act_dtype) {

@@ -86,7 +86,6 @@ KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
 int64_t mma_min_bucket(Format f) { return f == Format::q8_0 ? 4 : 1; }
 
 bool tile16(const Caps& caps) { return caps.layout == WeightLayout::tile16; }
-bool iq2(Format f) { return f == Format::iq2_xxs || f == Format::iq2_xs; }
 
 // Whether the bucket's path uses the mma kernel (bucket 0: whether any does, for validation).
 bool use_mma(const Caps& caps, int64_t bucket = 0) {
@@ -110,11 +109,11 @@ int mma_token_tiles(int64_t bucket) { return bucket <= 8 ? 1 : 2; }
 
 // Runs (32 K elements) per kernel step: device::mma_runs_per_step; mma_iq2: one 256-element block.
 int mma_runs_per_step(Format f, int token_tiles) {
-  return iq2(f) ? 8 : device::mma_runs_per_step(static_cast<int>(f), token_tiles);
+  return is_iq2_format(f) ? 8 : device::mma_runs_per_step(static_cast<int>(f), token_tiles);
 }
 
 KernelSpec make_mma_spec(const Caps& caps, int token_tiles) {
-  if (iq2(caps.format))  // tile16 only; __launch_bounds__(256, kIq2MinBlocks = 2): 128 registers
+  if (is_iq2_format(caps.format))  // tile16 only; __launch_bounds__(256, kIq2MinBlocks = 2): 128 registers
     return linear_spec(caps, "mma_iq2", token_tiles, "tokens", std::to_string(8 * token_tiles), {}, 128);
   if (tile16(caps))  // __launch_bounds__(256, tile16_min_blocks): 80 (3 CTAs per SM) or 128 registers
     return linear_spec(caps, "mma_tile16", token_tiles, "tokens", std::to_string(8 * token_tiles), {},
@@ -136,7 +135,7 @@ int choose_mma_ksplit(const Caps& caps, int token_tiles, int sm_count) {
   // slots busy, 1.06 eligible warps per scheduler), so long-lived warps that fill the codebook and the
   // ring once win: 28672 x 8192 IQ2_XXS M = 1 / 8 74.2 / 85.2 us at ksplit 8 -> 67.0 / 65.1 at ksplit 1,
   // IQ2_XS 107.9 / 115.6 -> 85.3 / 88.7 (2 CTAs per SM target: in between).
-  const int64_t per_sm = iq2(caps.format) ? 1 : token_tiles == 1 ? 8 : 3;
+  const int64_t per_sm = is_iq2_format(caps.format) ? 1 : token_tiles == 1 ? 8 : 3;
   const int64_t target_ctas = per_sm * static_cast<int64_t>(std::max(sm_count, 1));
   int best = 1;
   for (int s : {1, 2, 4, 8}) {
@@ -233,7 +232,7 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
     p.spec = make_mma_spec(caps, tiles);
     const int64_t rows_per_cta = static_cast<int64_t>(kWarps / p.ksplit) * kMmaTile;
     p.grid = dim3(static_cast<unsigned>((caps.n + rows_per_cta - 1) / rows_per_cta));
-    if (iq2(caps.format)) {
+    if (is_iq2_format(caps.format)) {
       const int f = static_cast<int>(caps.format);
       p.smem_bytes = static_cast<size_t>(device::iq2_smem_bytes(f));
       p.name = detail::concat("decode.mma_iq2{tokens=", 8 * tiles, ", ksplit=", p.ksplit,

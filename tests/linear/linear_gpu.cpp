@@ -330,11 +330,7 @@ TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
       SCOPED_TRACE(layout_name(layout));
       const linear::Plan plan = linear::plan(caps);
       const PackedWeight clean = random_weight(f, n, k, rng);
-      PackedWeight poisoned = random_weight(f, n, k, rng);
-      std::memcpy(poisoned.data.view().data, clean.data.view().data, clean.data.nbytes());
-      if (!clean.scale.view().empty())
-        std::memcpy(poisoned.scale.view().data, clean.scale.view().data, clean.scale.nbytes());
-      poisoned.scale2 = clean.scale2;
+      PackedWeight poisoned = clean;  // a deep copy
       uint8_t* d = static_cast<uint8_t*>(poisoned.data.view().data);
       const int64_t nan_rows[] = {7, 20, 47};
       d[7 * k + 13] = 0x7F;
@@ -348,8 +344,8 @@ TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
 }
 
 // IQ2 on mma_iq2: a NaN or Inf FP16 d makes its block's weights NaN / Inf in the reference; the rows
-// holding such a block come out NaN for every token (x has no zeros there: Inf * 0 would be NaN
-// in the reference but not in the kernel, see mma_iq2.cuh), the other rows bit-identical.
+// holding such a block come out NaN for every token (the -Inf row: NaN or +-Inf, see mma_iq2.cuh on
+// Inf d), the other rows bit-identical.
 TEST_F(LinearGpu, Iq2NanScalesTurnExactlyTheirRowsIntoNan) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -361,8 +357,7 @@ TEST_F(LinearGpu, Iq2NanScalesTurnExactlyTheirRowsIntoNan) {
       caps.layout = WeightLayout::tile16;
       const linear::Plan plan = linear::plan(caps);
       const PackedWeight clean = random_weight(f, n, k, rng);
-      PackedWeight poisoned = random_weight(f, n, k, rng);
-      std::memcpy(poisoned.data.view().data, clean.data.view().data, clean.data.nbytes());
+      PackedWeight poisoned = clean;  // a deep copy
       uint8_t* d = static_cast<uint8_t*>(poisoned.data.view().data);
       const int64_t block = f == Format::iq2_xxs ? 66 : 74, row_bytes = block * (k / 256);
       const int64_t nan_rows[] = {3, 30, 47};

@@ -36,5 +36,6 @@ const std::vector<FormatInfo>& all_formats();
 // Parses FormatInfo::name; throws BadArgument naming `arg` with the list of valid names.
 Format parse_format(std::string_view name, const std::string& arg = "format");
 bool is_ggml_format(Format f);  // q8_0, iq2_xxs, iq2_xs
+bool is_iq2_format(Format f);   // iq2_xxs, iq2_xs
 
 }  // namespace b12x
