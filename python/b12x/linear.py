@@ -3,8 +3,9 @@
     w = b12x.linear.pack_weight(weight, weight_scale, format="nvfp4", tensor_scale=s2)  # once
     y = b12x.linear.mm(x, w, bias)                                                       # per call
 
-CUDA runs the decode kernels (BF16/FP16 activations, act_mode 'a16'): M <= 16 rows in one launch,
-larger M as ceil(M/16) launches of the 16-token path (no prefill GEMMs yet). CPU runs the reference
+CUDA (BF16/FP16 activations, act_mode 'a16'): M <= 16 rows in one launch of a decode kernel; larger
+M in one launch of the prefill kernel (wgmma) for tile16 weights of bf16/f16, fp8, fp8_channel and
+nvfp4, else as ceil(M/16) launches of the 16-token path. CPU runs the reference
 (float64 accumulation; every activation mode). See docs/TORCH.md.
 """
 from dataclasses import dataclass

@@ -8,6 +8,7 @@
 // column to read at small M; the baseline column is cuBLAS BF16 at the same (M, N, K) on BF16 weights
 // ("the weights dequantized, through cuBLAS"). Compiled into the CLI only (the library globs skip
 // bench_*.cpp).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -35,7 +36,12 @@ namespace {
 const std::vector<Shape> kDefaultShapes = {{1, 28672, 8192},  {4, 28672, 8192},  {8, 28672, 8192},
                                            {16, 28672, 8192}, {1, 4096, 14336},  {2, 4096, 14336},
                                            {4, 4096, 14336},  {8, 4096, 14336}};
+// Prefill shapes (issue 5's targets): a square 8192 GEMM at 4096 tokens, the down projection at 512,
+// and the up projection at 32..256 tokens (the decode / prefill crossover).
+const std::vector<Shape> kPrefillShapes = {{4096, 8192, 8192}, {512, 4096, 14336}, {32, 28672, 8192},
+                                           {64, 28672, 8192},  {128, 28672, 8192}, {256, 28672, 8192}};
 constexpr int kSampledRows = 64;
+constexpr int64_t kSampledTokens = 256;  // tokens checked per sampled row (all of them up to this many)
 constexpr double kTolerance = 1e-2;
 
 // cuBLAS BF16 at (M, N, K) on random BF16 data (a 256-row weight tile repeated on the device), timed
@@ -111,11 +117,14 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::Dec
   dequantize_weight(tile.view(), decoded.view(), /*apply_tensor_scale=*/false);
   const double alpha = f == Format::fp8_tensor || f == Format::nvfp4 ? static_cast<double>(tile.scale2) : 1.0;
   std::vector<double> got, want;
-  std::uniform_int_distribution<int64_t> pick(0, n - 1);
+  std::uniform_int_distribution<int64_t> pick(0, n - 1), pick_token(0, m - 1);
+  std::vector<int64_t> tokens;
+  for (int64_t t = 0; t < std::min(m, kSampledTokens); ++t)
+    tokens.push_back(m <= kSampledTokens ? t : t == 0 ? 0 : t == 1 ? m - 1 : pick_token(rng));
   for (int s_i = 0; s_i < kSampledRows; ++s_i) {
     const int64_t j = s_i == 0 ? 0 : s_i == 1 ? n - 1 : pick(rng);
     const float* wr = decoded.ptr<float>() + (j % rows) * k;
-    for (int64_t t = 0; t < m; ++t) {
+    for (int64_t t : tokens) {
       double dot = 0;
       for (int64_t c = 0; c < k; ++c) dot += static_cast<double>(bf16_to_f32(xh[t * k + c])) * wr[c];
       want.push_back(dot * alpha);
@@ -124,7 +133,7 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::Dec
   }
   const double err = relative_l2_error(got, want);
   r.check = non_finite == 0 && err <= kTolerance ? Check::pass : Check::fail;
-  r.check_detail = detail::concat(kSampledRows, " sampled rows x ", m, " tokens vs float64 host dot products with the ",
+  r.check_detail = detail::concat(kSampledRows, " sampled rows x ", tokens.size(), " tokens vs float64 host dot products with the ",
                                   "decoded weight: relative L2 error ", fmt(err, 6), " (limit ", kTolerance, "); ",
                                   non_finite, " of ", m * n, " outputs unwritten or non-finite; seed ", seed);
   if (r.check != Check::pass) return;
@@ -135,9 +144,22 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::Dec
 }
 
 // suite: "linear" (preferred_layout), "linear_checkpoint" (automatic kernel choice on checkpoint
-// weights), "linear_gemv" (the gemv kernel, for the formats automatic sends to mma).
+// weights), "linear_gemv" (the gemv kernel, for the formats automatic sends to mma), "linear_prefill"
+// (tile16 weights of the formats the prefill path serves, prefill shapes).
 std::vector<Case> linear_cases(const std::vector<Shape>& shapes, const std::string& suite) {
   std::vector<Case> cases;
+  if (suite == "linear_prefill") {
+    for (const FormatInfo& info : all_formats()) {
+      if (!linear::prefill_supports(info.format, DType::bf16)) continue;
+      for (const Shape& s : shapes.empty() ? kPrefillShapes : shapes) {
+        const Format f = info.format;
+        cases.push_back({suite, std::string(info.name), s.str(), Ceiling::none, [f, s](Context& ctx, Result& r) {
+                           bench_linear(ctx, f, s, r, linear::DecodeKernel::automatic, WeightLayout::tile16);
+                         }});
+      }
+    }
+    return cases;
+  }
   const linear::DecodeKernel kernel =
       suite == "linear_gemv" ? linear::DecodeKernel::gemv : linear::DecodeKernel::automatic;
   for (const FormatInfo& info : all_formats()) {
@@ -163,6 +185,18 @@ const SuiteRegistrar kLinear({.name = "linear",
                               .takes_shapes = true,
                               .shape_use = "M (tokens, 1..16), N and K of the weight",
                               .cases = [](const std::vector<Shape>& shapes) { return linear_cases(shapes, "linear"); }});
+
+const SuiteRegistrar kLinearPrefill({.name = "linear_prefill",
+                                     .description = "prefill-path linear (M > 16: wgmma_tile16, BF16 x and y) for the "
+                                                    "formats it serves, tile16 weights, checked against the host; "
+                                                    "TFLOP/s, cuBLAS BF16 at the same shape as the baseline",
+                                     .order = 18,
+                                     .quick = false,
+                                     .takes_shapes = true,
+                                     .shape_use = "M (tokens, 17..), N and K of the weight",
+                                     .cases = [](const std::vector<Shape>& shapes) {
+                                       return linear_cases(shapes, "linear_prefill");
+                                     }});
 
 const SuiteRegistrar kLinearCheckpoint({.name = "linear_checkpoint",
                                         .description = "the linear suite on checkpoint-layout weights (automatic: "

@@ -24,6 +24,17 @@ bool tile16_supports(Format format, DType act_dtype) {
          (is_iq2_format(format) && (act_dtype == DType::bf16 || act_dtype == DType::f16));
 }
 
+bool prefill_supports(Format format, DType act_dtype) {
+  switch (format) {
+    case Format::bf16: return act_dtype == DType::bf16;
+    case Format::f16: return act_dtype == DType::f16;
+    case Format::fp8_tensor:
+    case Format::fp8_channel:
+    case Format::nvfp4: return act_dtype == DType::bf16 || act_dtype == DType::f16;
+    default: return false;
+  }
+}
+
 WeightLayout preferred_layout(Format format, DType act_dtype) {
   const bool sixteen_bit = format == Format::bf16 || format == Format::f16;
   return tile16_supports(format, act_dtype) && !sixteen_bit ? WeightLayout::tile16 : WeightLayout::checkpoint;

@@ -1,11 +1,14 @@
-// GPU linear op (include/b12x/linear/linear.h): plan validates, picks a path per token bucket (tile16
-// weights: src/linear/kernels/mma_tile16.cuh; checkpoint weights: the mma kernel, mma.cuh, where it
-// serves the format, else the gemv kernel, gemv.cuh) and resolves its kernel; bind checks the tensors
-// and makes views without touching CUDA; run only launches (all kernels take the same arguments).
+// GPU linear op (include/b12x/linear/linear.h): plan validates, picks a path per token bucket (decode,
+// M <= 16: tile16 weights: src/linear/kernels/mma_tile16.cuh / mma_iq2.cuh; checkpoint weights: the
+// mma kernel, mma.cuh, where it serves the format, else the gemv kernel, gemv.cuh; prefill, M > 16:
+// wgmma_tile16.cuh) and resolves its kernel; bind checks the tensors and makes views (and, for a
+// prefill path, encodes x's TMA descriptor on the host) without touching the device; run only
+// launches (the decode kernels take the same arguments; the prefill kernel x's descriptor first).
 #include "b12x/linear/linear.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -15,7 +18,9 @@
 #include "b12x/formats/format.h"
 #include "b12x/runtime/device.h"
 #include "formats/kernel_weight.h"
-#include "linear/kernels/mma_iq2.cuh"  // stage / shared-memory sizes (constexpr, host-compilable)
+#include "linear/kernels/mma_iq2.cuh"        // stage / shared-memory sizes (constexpr, host-compilable)
+#include "linear/kernels/wgmma_tile16.cuh"   // the same for the prefill kernel
+#include "runtime/cuda_api.h"                // cuTensorMapEncodeTiled (bind: x's TMA descriptor)
 
 namespace b12x::linear {
 
@@ -73,6 +78,17 @@ KernelSpec linear_spec(const Caps& caps, const char* kernel, int64_t size, const
   s.options = {"--ftz=false", "--fmad=true"};
   return s;
 }
+
+// The prefill kernel: sm_90a only (wgmma, TMA, setmaxnreg); __launch_bounds__(384, 1).
+KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta) {
+  KernelSpec s = linear_spec(caps, "wgmma_tile16", tokens_per_cta, "tokens_per_cta", std::to_string(tokens_per_cta),
+                             {}, 0);
+  s.archs = {"sm_90a"};
+  return s;
+}
+
+// Tokens per CTA of the prefill path serving up to `tokens` tokens.
+int wgmma_tokens_per_cta(int64_t tokens) { return tokens <= 64 ? 64 : tokens <= 128 ? 128 : 256; }
 
 KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
   return linear_spec(caps, "gemv", bucket, "m_bucket", std::to_string(bucket), {{"rows_per_warp", rows}},
@@ -178,9 +194,8 @@ void validate_caps(const Caps& caps) {
   B12X_CHECK_ARG(caps.n > 0, "n", "N (out_features) must be positive, got ", caps.n);
   B12X_CHECK_ARG(caps.k > 0, "k", "K (in_features) must be positive, got ", caps.k);
   B12X_CHECK_ARG(caps.max_tokens > 0, "max_tokens", "must be positive, got ", caps.max_tokens);
-  if (caps.max_tokens > kMaxDecodeTokens)
-    fail_unsupported("linear: max_tokens = ", caps.max_tokens, " needs the prefill path (M > ", kMaxDecodeTokens,
-                     "), which is not implemented yet (issue 5); the decode path serves M <= ", kMaxDecodeTokens);
+  B12X_CHECK_ARG(caps.max_tokens <= kMaxTokens, "max_tokens", "must be at most ", kMaxTokens, ", got ",
+                 caps.max_tokens);
   B12X_CHECK_ARG(caps.k % kRun == 0, "k", "K (in_features) must be a multiple of ", kRun,
                  " for linear (a lane decodes 32 consecutive weights), got K = ", caps.k);
   // The payload's group along K (fp8_block's 128-wide scale blocks may be partial at the edge).
@@ -206,7 +221,33 @@ void validate_caps(const Caps& caps) {
     B12X_CHECK_ARG(caps.n % 16 == 0, "n", "N (out_features) must be a multiple of 16 for tile16 weights, got ", caps.n);
   }
   use_mma(caps);  // Unsupported when DecodeKernel::mma cannot serve the format
+  if (caps.max_tokens > kMaxDecodeTokens && (!tile16(caps) || !prefill_supports(caps.format, caps.act_dtype)))
+    fail_unsupported("linear: max_tokens = ", caps.max_tokens, " needs the prefill path (M > ", kMaxDecodeTokens,
+                     "), which serves tile16 weights of bf16 / f16 (the dtype of x), fp8, fp8_channel and nvfp4 "
+                     "(mxfp8, mxfp4, q8_0, fp8_block and IQ2: not yet, issue 5); got ", info.name, " weights in the ",
+                     layout_name(caps.layout), " layout with ", dtype_name(caps.act_dtype),
+                     " activations. Plan max_tokens <= ", kMaxDecodeTokens, " and run larger M in pieces instead");
 }
+
+namespace {
+
+// The token counts plan() makes paths for: the decode buckets up to max_tokens's, then (max_tokens
+// > 16) the prefill buckets below max_tokens and max_tokens itself.
+std::vector<int64_t> path_tokens(const Caps& caps) {
+  std::vector<int64_t> out;
+  for (int64_t b : kTokenBuckets) {
+    if (b > token_bucket(caps.max_tokens)) break;
+    out.push_back(std::min(b, caps.max_tokens));
+  }
+  if (caps.max_tokens > kMaxDecodeTokens) {
+    for (int64_t b : kPrefillBuckets)
+      if (b < caps.max_tokens) out.push_back(b);
+    out.push_back(caps.max_tokens);
+  }
+  return out;
+}
+
+}  // namespace
 
 const PlanPath& Plan::path_for(int64_t m) const {
   B12X_CHECK_ARG(m >= 1 && m <= caps.max_tokens, "x", "has M = ", m, " rows; the plan serves 1 <= M <= ",
@@ -220,9 +261,28 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
   validate_caps(caps);
   B12X_CHECK_ARG(tokens >= 1 && tokens <= caps.max_tokens, "tokens", "must be in [1, max_tokens = ", caps.max_tokens,
                  "], got ", tokens);
+  PlanPath p;
+  if (tokens > kMaxDecodeTokens) {  // prefill: the smallest prefill bucket >= tokens, else max_tokens
+    int64_t top = caps.max_tokens;
+    for (int64_t b : kPrefillBuckets)
+      if (tokens <= b) {
+        top = std::min(b, caps.max_tokens);
+        break;
+      }
+    const int bn = wgmma_tokens_per_cta(top), f = static_cast<int>(caps.format);
+    p.max_tokens = top;
+    p.tokens_per_cta = bn;
+    p.block = dim3(device::kWgThreads);
+    p.smem_bytes = static_cast<size_t>(device::wgmma_smem_bytes(f, bn));
+    p.grid = dim3(static_cast<unsigned>((top + bn - 1) / bn),
+                  static_cast<unsigned>((caps.n + device::kWgRows - 1) / device::kWgRows));
+    p.spec = make_wgmma_spec(caps, bn);
+    p.name = detail::concat("prefill.wgmma_tile16{tokens_per_cta=", bn, ", stages=", device::wgmma_stages(f, bn),
+                            ", grid=ceil(M/", bn, ")x", p.grid.y, "x", device::kWgThreads, "}");
+    return p;
+  }
   const int64_t bucket = token_bucket(tokens);
   const int sms = sm_count > 0 ? sm_count : kDefaultSmCount;
-  PlanPath p;
   p.max_tokens = std::min(bucket, caps.max_tokens);
   p.block = dim3(kThreads);
   p.smem_bytes = 0;  // static shared memory only
@@ -266,9 +326,8 @@ KernelSpec kernel_spec(const Caps& caps) {
 std::vector<KernelSpec> kernel_specs(const Caps& caps) {
   validate_caps(caps);
   std::vector<KernelSpec> specs;
-  for (int64_t b : kTokenBuckets) {
-    if (b > token_bucket(caps.max_tokens)) break;
-    KernelSpec s = plan_path(caps, std::min(b, caps.max_tokens), kDefaultSmCount).spec;
+  for (int64_t b : path_tokens(caps)) {
+    KernelSpec s = plan_path(caps, b, kDefaultSmCount).spec;
     if (specs.empty() || specs.back().name_expression != s.name_expression) specs.push_back(std::move(s));
   }
   return specs;
@@ -302,6 +361,19 @@ std::vector<KernelSpec> all_kernel_specs() {
           }
       }
     }
+  for (const auto& info : all_formats())
+    for (DType act : {DType::bf16, DType::f16}) {
+      if (!prefill_supports(info.format, act)) continue;
+      for (int bn : {64, 128, 256})
+        for (DType out : {DType::bf16, DType::f16, DType::f32}) {
+          Caps caps;
+          caps.format = info.format;
+          caps.act_dtype = act;
+          caps.out_dtype = out;
+          caps.layout = WeightLayout::tile16;
+          specs.push_back(make_wgmma_spec(caps, bn));
+        }
+    }
   return specs;
 }
 
@@ -310,10 +382,7 @@ Plan plan(const Caps& caps, cudaStream_t stream) {
   Plan p;
   p.caps = caps;
   const int sm_count = device_info().sm_count;
-  for (int64_t b : kTokenBuckets) {
-    if (b > token_bucket(caps.max_tokens)) break;
-    p.paths.push_back(plan_path(caps, b > caps.max_tokens ? caps.max_tokens : b, sm_count));
-  }
+  for (int64_t b : path_tokens(caps)) p.paths.push_back(plan_path(caps, b, sm_count));
   for (PlanPath& path : p.paths) path.kernel = &resolve_kernel(path.spec, stream);
   return p;
 }
@@ -356,6 +425,9 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
   B12X_CHECK_ARG(!y.empty(), "y", "is required but was not given");
   expect(y, "y").on_cuda().same_device(w.data, "weight").aligned(dtype_size(caps.out_dtype));
 
+  if (path.tokens_per_cta > 0)
+    expect(y, "y").aligned(16);  // the prefill epilogue's 16-byte stores (N % 16 == 0 keeps every row aligned)
+
   Binding b;
   b.plan = &plan;
   b.path = static_cast<size_t>(&path - plan.paths.data());
@@ -364,6 +436,19 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
   b.w = w;
   b.bias = bias;
   b.y = y;
+  if (path.tokens_per_cta > 0) {  // x [m, k] as a TMA map: boxes of 64 K x tokens_per_cta rows, zeros outside
+    static_assert(sizeof(CUtensorMap) == sizeof(b.x_map), "CUtensorMap is 128 bytes");
+    CUtensorMap map;
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(caps.k), static_cast<cuuint64_t>(m)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(caps.k) * 2};
+    const cuuint32_t box[2] = {static_cast<cuuint32_t>(device::kWgStageK), static_cast<cuuint32_t>(path.tokens_per_cta)};
+    const cuuint32_t elem_strides[2] = {1, 1};
+    B12X_CU_CHECK(detail::driver().cuTensorMapEncodeTiled(
+        &map, caps.act_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+        const_cast<void*>(x.data), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    std::memcpy(b.x_map, &map, sizeof map);
+  }
   return b;
 }
 
@@ -383,6 +468,13 @@ void run(const Binding& binding, cudaStream_t stream) {
   int m = static_cast<int>(binding.m);
   long long n = p.caps.n, k = p.caps.k;
   long long scale_cols = (p.caps.k + 127) / 128;  // fp8_block's scale columns
+  if (path.tokens_per_cta > 0) {  // prefill: the grid follows the live M
+    void* x_map = const_cast<unsigned char*>(binding.x_map);
+    void* args[] = {x_map, &data, &scale, &scale2, &bias, &bias_dtype, &y, &m, &n, &k};
+    const dim3 grid(static_cast<unsigned>((binding.m + path.tokens_per_cta - 1) / path.tokens_per_cta), path.grid.y);
+    path.kernel->launch(grid, path.block, path.smem_bytes, stream, args);
+    return;
+  }
   int ksplit = path.ksplit;
   void* args[] = {&x, &data, &scale, &scale2, &bias, &bias_dtype, &y, &m, &n, &k, &scale_cols, &ksplit};
   path.kernel->launch(path.grid, path.block, path.smem_bytes, stream, args);

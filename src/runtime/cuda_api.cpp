@@ -42,6 +42,7 @@ const DriverApi& driver() {
     resolve("cuLaunchKernel", a.cuLaunchKernel);
     resolve("cuFuncSetAttribute", a.cuFuncSetAttribute);
     resolve("cuFuncGetAttribute", a.cuFuncGetAttribute);
+    resolve("cuTensorMapEncodeTiled", a.cuTensorMapEncodeTiled);
     api = a;
   });
   return api;

@@ -1,5 +1,5 @@
 // Internal: checked CUDA runtime calls and the few driver-API entry points b12x needs (module
-// loading and launching), resolved through the runtime so nothing links against libcuda directly -
+// loading, launching, TMA descriptors), resolved through the runtime so nothing links against libcuda directly -
 // the library loads on machines without a driver and reports "no CUDA device" instead.
 #pragma once
 #include <cuda.h>
@@ -22,6 +22,9 @@ struct DriverApi {
   CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int) = nullptr;
   CUresult (*cuFuncGetAttribute)(int*, CUfunction_attribute, CUfunction) = nullptr;
   CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;
+  CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                     const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill) = nullptr;
 };
 // Resolved on first use; throws CudaError when the driver is missing.
 const DriverApi& driver();

@@ -1,9 +1,11 @@
 // torch.ops.b12x.linear / linear_out / linear_plan / preferred_layout.
 //
 // CPU: reference_linear (every format, every activation mode; float64 accumulation) - the spec.
-// CUDA: the linear op's decode kernels (act_mode a16, BF16/FP16 x). M <= 16 rows run as one launch of
-// the plan for M's token bucket; larger M runs as ceil(M / 16) launches of the 16-token path, each
-// streaming the whole weight (correct, but the prefill GEMMs of issue 5 are what M > 16 wants).
+// CUDA: the linear op's kernels (act_mode a16, BF16/FP16 x). M <= 16 rows run as one launch of the
+// plan for M's token bucket. Larger M runs the prefill kernel (one launch, plan for the power of two
+// >= M, so a handful of plans serve every prompt length) where it serves the weight (tile16 layout,
+// linear::prefill_supports); otherwise as ceil(M / 16) launches of the 16-token path, each
+// streaming the whole weight.
 // Plans are made once per (weight shape and format, dtypes, bias, token bucket, device) and kept for
 // the life of the process; making one while the stream captures a CUDA graph raises
 // KernelResolutionFrozenError, so warm-up (a first eager call, b12x.linear.plan) comes before capture.
@@ -57,6 +59,17 @@ at::Tensor rows_of(const at::Tensor& x, int64_t k) {
   return x2;
 }
 
+// Whether M > 16 runs on the prefill kernel for this weight, and the max_tokens of its plan.
+bool prefill_serves(const WeightView& w, DType act) {
+  return w.layout == WeightLayout::tile16 && linear::prefill_supports(w.format, act);
+}
+int64_t prefill_capacity(int64_t m) {
+  B12X_CHECK_ARG(m <= linear::kMaxTokens, "x", "has ", m, " rows; the prefill path serves at most ", linear::kMaxTokens);
+  int64_t cap = 2 * linear::kMaxDecodeTokens;
+  while (cap < m) cap *= 2;
+  return cap;
+}
+
 void check_out(const at::Tensor& x, const WeightView& w, const at::Tensor& out) {
   std::vector<int64_t> want(x.sizes().begin(), x.sizes().end() - 1);
   want.push_back(w.n);
@@ -101,6 +114,13 @@ void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<a
   const DType out_dtype = to_dtype(out.scalar_type(), "out");
   const TensorView xv = view_of(x2, "x");
   const TensorView yv = view_of(out, "out");
+  if (m > linear::kMaxDecodeTokens && prefill_serves(w, act_dtype)) {
+    const linear::Plan& plan = plan_for(caps_for(w, act_dtype, out_dtype, bias_view, prefill_capacity(m)), device, stream);
+    TensorView xm(xv.data, act_dtype, {m, w.k}, xv.device);
+    TensorView ym(yv.data, out_dtype, {m, w.n}, yv.device);
+    linear::run(linear::bind(plan, Scratch{nullptr, 0, xv.device}, xm, w, bias_view, ym), stream);
+    return;
+  }
   const size_t x_row = static_cast<size_t>(w.k) * dtype_size(act_dtype);
   const size_t y_row = static_cast<size_t>(w.n) * dtype_size(out_dtype);
   for (int64_t r0 = 0; r0 < m; r0 += linear::kMaxDecodeTokens) {
@@ -183,6 +203,14 @@ std::vector<std::string> linear_plan(std::string_view format, int64_t n, int64_t
     if (bias_dtype) caps.bias_dtype = to_dtype(*bias_dtype, "bias_dtype");
     caps.layout = parse_layout(layout);
     std::vector<std::string> served;
+    const bool prefill = max_tokens > linear::kMaxDecodeTokens && caps.layout == WeightLayout::tile16 &&
+                         linear::prefill_supports(caps.format, caps.act_dtype);
+    if (prefill) {  // the plan linear_cuda uses for M = max_tokens (its paths cover every smaller M)
+      caps.max_tokens = prefill_capacity(max_tokens);
+      for (const linear::PlanPath& p : plan_for(caps, index, stream).paths)
+        served.push_back(detail::concat("M<=", p.max_tokens, ": ", p.name));
+      return served;
+    }
     const int64_t top = linear::token_bucket(std::min(max_tokens, linear::kMaxDecodeTokens));
     const linear::Plan* largest = nullptr;
     for (int64_t b : linear::kTokenBuckets) {
@@ -193,7 +221,8 @@ std::vector<std::string> linear_plan(std::string_view format, int64_t n, int64_t
     for (const linear::PlanPath& p : largest->paths) served.push_back(detail::concat("M<=", p.max_tokens, ": ", p.name));
     if (max_tokens > linear::kMaxDecodeTokens)
       served.push_back(detail::concat("M>", linear::kMaxDecodeTokens, ": ceil(M/", linear::kMaxDecodeTokens,
-                                      ") launches of the M<=16 path (no prefill kernels yet)"));
+                                      ") launches of the M<=16 path (no prefill kernel for this weight: ",
+                                      "it needs the tile16 layout and a format linear.prefill_supports)"));
     return served;
   });
 }

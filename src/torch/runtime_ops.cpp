@@ -14,8 +14,9 @@ namespace b12x::torch_ext {
 namespace {
 
 // Compiles (or loads) on the current CUDA device every kernel the item needs; returns
-// [kernels covered, compiled now]. Linear token counts above 16 are served by the 16-token path
-// (linear_ops.cpp), so they warm that path.
+// [kernels covered, compiled now]. Linear token counts above 16 warm the plan linear_ops.cpp uses for
+// them: the prefill plan (max_tokens = the power of two >= M) where it serves the weight, else the
+// 16-token path.
 std::vector<int64_t> prewarm_op(std::string_view op, std::string_view format, int64_t n, int64_t k,
                                 c10::ArrayRef<int64_t> tokens, std::string_view act_dtype, std::string_view out_dtype,
                                 std::string_view layout) {
@@ -25,7 +26,17 @@ std::vector<int64_t> prewarm_op(std::string_view op, std::string_view format, in
     item.format = format;
     item.n = n;
     item.k = k;
-    for (int64_t t : tokens) item.tokens.push_back(op == "linear" ? std::min(t, linear::kMaxDecodeTokens) : t);
+    const bool prefill = op == "linear" && parse_layout(std::string(layout)) == WeightLayout::tile16 &&
+                         linear::prefill_supports(parse_format(format, "format"), parse_dtype(act_dtype, "act_dtype"));
+    for (int64_t t : tokens) {
+      int64_t served = t;
+      if (op == "linear" && t > linear::kMaxDecodeTokens) {
+        served = linear::kMaxDecodeTokens;
+        if (prefill)
+          for (served = 2 * linear::kMaxDecodeTokens; served < t && served < linear::kMaxTokens;) served *= 2;
+      }
+      item.tokens.push_back(served);
+    }
     item.act_dtype = act_dtype;
     item.out_dtype = out_dtype;
     item.layout = layout;

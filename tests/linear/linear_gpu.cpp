@@ -374,6 +374,160 @@ TEST_F(LinearGpu, Iq2NanScalesTurnExactlyTheirRowsIntoNan) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Prefill path (M > 16): wgmma_tile16 on tile16 weights
+
+// The prefill formats x activation dtypes.
+std::vector<std::pair<Format, DType>> prefill_cases() {
+  std::vector<std::pair<Format, DType>> out;
+  for (const auto& info : all_formats())
+    for (DType act : {DType::bf16, DType::f16})
+      if (linear::prefill_supports(info.format, act)) out.emplace_back(info.format, act);
+  return out;
+}
+
+TEST_F(LinearGpu, PrefillEveryFormatAndTokenCountMatchesReference) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const DType outs[] = {DType::bf16, DType::f32, DType::f16};
+  size_t i = 0;
+  for (const auto& [f, act] : prefill_cases()) {
+    const DType out = outs[i % 3];
+    const bool has_bias = i % 4 != 3;
+    ++i;
+    // N = 304: two full 128-row CTAs and one with 3 live tiles; small_k: K % 64 == 32 (a last stage
+    // with one run). max_tokens 300: paths 64, 128 and 300 tokens per CTA.
+    linear::Caps caps = make_caps(f, 304, small_k(f), 300, act, out, has_bias, DType::bf16);
+    caps.layout = WeightLayout::tile16;
+    const PackedWeight p = random_weight(f, caps.n, caps.k, rng);
+    const DeviceWeight w = device_weight(p, WeightLayout::tile16);
+    const HostTensor bias = random_tensor(rng, DType::bf16, {caps.n});
+    const linear::Plan plan = linear::plan(caps);
+    ASSERT_EQ(plan.paths.size(), 8u);
+    for (int64_t m : {16, 17, 64, 65, 128, 129, 300}) {
+      const std::string& name = plan.path_for(m).name;
+      EXPECT_EQ(name.rfind(m > 16 ? "prefill.wgmma_tile16{" : "decode.mma_tile16{", 0), 0u) << name;
+      const HostTensor x = random_tensor(rng, act, {m, caps.k});
+      const std::vector<uint8_t> y = run_on_device(plan, x, w, has_bias ? &bias : nullptr);
+      expect_matches_reference(y, out, x.view(), p, has_bias ? bias.view() : TensorView{},
+                               label(caps, m) + " via " + name);
+    }
+  }
+}
+
+TEST_F(LinearGpu, PrefillGivesEveryWeightExactlyWithOneHotActivations) {
+  // y[t, :] = column t of the decoded weight (times the tensor / row scale), bit for bit: every code,
+  // every block scale byte, and the K order of the quad transpose.
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 304, k = 352;  // 11 runs; one token per column (M = 352: two 256-token CTAs)
+  for (const auto& [f, act] : prefill_cases()) {
+    linear::Caps caps = make_caps(f, n, k, k, act, DType::f32, false, DType::bf16);
+    caps.layout = WeightLayout::tile16;
+    const linear::Plan plan = linear::plan(caps);
+    const PackedWeight p = random_codes(f, n, k, rng);
+    const DeviceWeight w = device_weight(p, WeightLayout::tile16);
+    HostTensor x(act, {k, k});
+    std::memset(x.view().data, 0, x.nbytes());
+    for (int64_t t = 0; t < k; ++t) store_f32(x.view().data, act, t * k + t, 1.0f);
+    const std::vector<uint8_t> y = run_on_device(plan, x, w, nullptr);
+    HostTensor ref(DType::f64, {k, n});
+    reference_linear({x.view(), p.view(), ActMode::a16, 1.0f, TensorView{}, ref.view()});
+    int bad = 0;
+    for (int64_t i = 0; i < k * n && bad < 5; ++i) {
+      const float want = static_cast<float>(ref.ptr<double>()[i]);
+      float got;
+      std::memcpy(&got, y.data() + 4 * i, 4);
+      if (std::memcmp(&got, &want, 4) != 0 && !(std::isnan(got) && std::isnan(want))) {
+        ++bad;
+        ADD_FAILURE() << label(caps, k) << " column " << i / n << " row " << i % n << ": got " << got << " want "
+                      << want;
+      }
+    }
+  }
+}
+
+TEST_F(LinearGpu, PrefillTurnsRowsWithE4m3NanCodesIntoNan) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 304, k = 512, m = 40;
+  for (Format f : {Format::fp8_tensor, Format::fp8_channel})
+    for (DType act : {DType::bf16, DType::f16}) {
+      linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
+      caps.layout = WeightLayout::tile16;
+      const linear::Plan plan = linear::plan(caps);
+      const PackedWeight clean = random_weight(f, n, k, rng);
+      PackedWeight poisoned = clean;  // a deep copy
+      uint8_t* d = static_cast<uint8_t*>(poisoned.data.view().data);
+      const int64_t nan_rows[] = {7, 130, 303};
+      d[7 * k + 13] = 0x7F;
+      d[130 * k + 300] = 0xFF;
+      d[303 * k + 511] = 0x7F;
+      const HostTensor x = random_tensor(rng, act, {m, k});
+      const std::vector<uint8_t> y_clean = run_on_device(plan, x, device_weight(clean, WeightLayout::tile16), nullptr);
+      const std::vector<uint8_t> y_nan = run_on_device(plan, x, device_weight(poisoned, WeightLayout::tile16), nullptr);
+      expect_exactly_these_rows_nan(y_clean, y_nan, m, n, nan_rows, -1, label(caps, m));
+    }
+}
+
+TEST_F(LinearGpu, PrefillLargeShapeMatchesReference) {
+  // Several CTAs on both grid axes, every stage of a deep ring reused several times.
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (Format f : {Format::fp8_channel, Format::nvfp4}) {
+    linear::Caps caps = make_caps(f, 1024, 2048, 600, DType::bf16, DType::bf16, true, DType::f32);
+    caps.layout = WeightLayout::tile16;
+    const linear::Plan plan = linear::plan(caps);
+    const PackedWeight p = random_weight(f, caps.n, caps.k, rng);
+    const DeviceWeight w = device_weight(p, WeightLayout::tile16);
+    const HostTensor bias = random_tensor(rng, DType::f32, {caps.n});
+    const HostTensor x = random_tensor(rng, DType::bf16, {600, caps.k});
+    const std::vector<uint8_t> y = run_on_device(plan, x, w, &bias);
+    expect_matches_reference(y, caps.out_dtype, x.view(), p, bias.view(), label(caps, 600) + " via " +
+                                                                              plan.path_for(600).name);
+  }
+}
+
+TEST_F(LinearGpu, PrefillGraphCaptureReplaysChangedX) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  linear::Caps caps = make_caps(Format::fp8_tensor, 304, 1024, 200, DType::bf16, DType::f32, false, DType::bf16);
+  caps.layout = WeightLayout::tile16;
+  const linear::Plan plan = linear::plan(caps);
+  const PackedWeight p = random_weight(caps.format, caps.n, caps.k, rng);
+  const DeviceWeight w = device_weight(p, WeightLayout::tile16);
+  const int64_t m = 200;
+  HostTensor x1 = random_tensor(rng, DType::bf16, {m, caps.k}), x2 = random_tensor(rng, DType::bf16, {m, caps.k});
+  DeviceTensor dx(x1.view());
+  DeviceBuffer y(static_cast<size_t>(m * caps.n) * 4);
+  y.fill(0xFF);
+  const linear::Binding b = linear::bind(plan, Scratch{}, dx.view, w.view, TensorView{},
+                                         TensorView(y.get(), DType::f32, {m, caps.n}, this_device()));
+  cudaStream_t stream;
+  B12X_CUDA_CHECK(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  B12X_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  linear::run(b, stream);
+  B12X_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  B12X_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (const HostTensor* x : {&x1, &x2}) {
+    B12X_CUDA_CHECK(cudaMemcpy(dx.view.data, x->view().data, x->nbytes(), cudaMemcpyHostToDevice));
+    y.fill(0xFF);
+    B12X_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_matches_reference(y.download(), DType::f32, x->view(), p, TensorView{}, "graph replay " + label(caps, m));
+  }
+  B12X_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  B12X_CUDA_CHECK(cudaGraphDestroy(graph));
+  B12X_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
 TEST_F(LinearGpu, EveryActivationAndOutputDtype) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));

@@ -25,6 +25,7 @@
 #include "b12x/linear/linear.h"
 #include "b12x/runtime/jit.h"
 #include "linear/kernels/gemv.cuh"
+#include "linear/kernels/wgmma_tile16.cuh"
 #include "support/errors.h"
 #include "support/format_dispatch.h"
 #include "support/weights.h"
@@ -119,12 +120,22 @@ size_t mma_combinations() {
 TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   const auto specs = linear::all_kernel_specs();
   // gemv: formats x 5 buckets x 2 act x 3 out; mma and mma_tile16: served (format, act) x 2 token
-  // tiles x 3 out each; mma_iq2: 2 formats x 2 act x 2 token tiles x 3 out.
+  // tiles x 3 out each; mma_iq2: 2 formats x 2 act x 2 token tiles x 3 out; wgmma_tile16 (prefill):
+  // bf16/bf16, f16/f16 and 3 formats x 2 act, x 3 tokens per CTA x 3 out, sm_90a only.
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
-  EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3);
+  EXPECT_EQ(specs.size(),
+            all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 + 8 * 3 * 3);
   std::set<std::string> names;
-  size_t mma = 0, tile16 = 0, iq2 = 0;
+  size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0;
   for (const auto& s : specs) {
+    EXPECT_TRUE(names.insert(s.name_expression).second) << "duplicate " << s.name_expression;
+    if (s.kernel == "linear.wgmma_tile16") {
+      ++prefill;
+      EXPECT_EQ(s.source, "linear/kernels/wgmma_tile16.cuh");
+      EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a"}));  // wgmma, TMA, setmaxnreg
+      EXPECT_EQ(s.max_registers, 0);  // __launch_bounds__(384, 1); setmaxnreg moves registers to the consumers
+      continue;
+    }
     if (s.kernel == "linear.mma") {
       ++mma;
       EXPECT_EQ(s.source, "linear/kernels/mma.cuh");
@@ -144,8 +155,8 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     }
     EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a", "sm_120a"}));
     EXPECT_GT(s.max_registers, 0);
-    EXPECT_TRUE(names.insert(s.name_expression).second) << "duplicate " << s.name_expression;
   }
+  EXPECT_EQ(prefill, 8u * 3 * 3);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
   EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
   EXPECT_EQ(iq2, 2u * 2 * 2 * 3);
@@ -163,6 +174,56 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
               for (const auto& s : linear::kernel_specs(tiled)) EXPECT_TRUE(names.count(s.name_expression)) << s.describe();
             }
           }
+  for (const auto& info : all_formats())
+    for (DType act : {DType::bf16, DType::f16}) {
+      if (!linear::prefill_supports(info.format, act)) continue;
+      for (int64_t t : {17, 64, 100, 128, 129, 4096}) {
+        auto tiled = make_caps(info.format, 304, 256 * 3, t, act, DType::f32, true);
+        tiled.layout = WeightLayout::tile16;
+        for (const auto& s : linear::kernel_specs(tiled)) EXPECT_TRUE(names.count(s.name_expression)) << s.describe();
+      }
+    }
+}
+
+TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
+  // max_tokens 4096: the 5 decode buckets, then 64, 128 (64 / 128 tokens per CTA) and 4096 (256).
+  linear::Caps caps = make_caps(Format::fp8_tensor, 28672, 8192, 4096);
+  caps.layout = WeightLayout::tile16;
+  std::vector<int64_t> maxima;
+  std::vector<int> per_cta;
+  for (int64_t t : {1, 2, 4, 8, 16, 64, 128, 4096}) {
+    const linear::PlanPath p = linear::plan_path(caps, t, 132);
+    maxima.push_back(p.max_tokens);
+    per_cta.push_back(p.tokens_per_cta);
+    if (t > 16) {
+      EXPECT_EQ(p.name.rfind("prefill.wgmma_tile16{", 0), 0u) << p.name;
+      EXPECT_EQ(p.block.x, 384u);
+      EXPECT_EQ(p.grid.y, 28672u / 128);
+      EXPECT_LE(p.smem_bytes, 227u * 1024) << p.name;  // the H200's opt-in limit per block
+    } else {
+      EXPECT_EQ(p.name.rfind("decode.mma_tile16{", 0), 0u) << p.name;
+    }
+  }
+  EXPECT_EQ(maxima, (std::vector<int64_t>{1, 2, 4, 8, 16, 64, 128, 4096}));
+  EXPECT_EQ(per_cta, (std::vector<int>{0, 0, 0, 0, 0, 64, 128, 256}));
+  EXPECT_EQ(linear::plan_path(caps, 65, 132).max_tokens, 128);
+  EXPECT_EQ(linear::plan_path(caps, 129, 132).max_tokens, 4096);
+  // A small max_tokens: one prefill path of max_tokens itself.
+  caps.max_tokens = 40;
+  EXPECT_EQ(linear::plan_path(caps, 40, 132).max_tokens, 40);
+  EXPECT_EQ(linear::plan_path(caps, 17, 132).tokens_per_cta, 64);
+  EXPECT_EQ(linear::kernel_specs(caps).size(), 3u);  // mma_tile16 x 2 token tiles, wgmma 64
+  // Every stage layout fits shared memory for every format and tokens per CTA.
+  for (const auto& info : all_formats())
+    for (DType act : {DType::bf16, DType::f16}) {
+      if (!linear::prefill_supports(info.format, act)) continue;
+      for (int bn : {64, 128, 256}) {
+        const int f = static_cast<int>(info.format);
+        EXPECT_GE(device::wgmma_stages(f, bn), 3) << info.name << " " << bn;
+        EXPECT_LE(device::wgmma_smem_bytes(f, bn), 227 * 1024) << info.name << " " << bn;
+        EXPECT_LE(device::wgmma_out_bytes(bn), device::wgmma_stages(f, bn) * device::wgmma_stage_bytes(f, bn));
+      }
+    }
 }
 
 TEST(LinearCompile, Tile16WeightsUseTheTile16KernelAtEveryTokenCount) {
@@ -344,18 +405,27 @@ TEST(LinearCompile, PlanRejectsBadCapsWithoutAGpu) {
   expect_bad_argument([] { linear::kernel_spec(make_caps(Format::mxfp4, 4, 64, 1, DType::bf16, DType::u8)); },
                       "out_dtype");
   expect_bad_argument([] { linear::kernel_specs(make_caps(Format::mxfp4, 4, 48, 1)); }, "k");
-  // The prefill path does not exist yet: a clear Unsupported, not a BadArgument.
-  for (int64_t t : {17, 64, 8192}) {
+  // max_tokens > 16 needs the prefill path: tile16 weights of a format it serves; otherwise a clear
+  // Unsupported, not a BadArgument.
+  auto tile16_caps = [](Format f, int64_t t, DType act = DType::bf16) {
+    Caps c = make_caps(f, 4096, 4096, t, act);
+    c.layout = WeightLayout::tile16;
+    return c;
+  };
+  for (const Caps& c : {make_caps(Format::nvfp4, 4096, 4096, 17), tile16_caps(Format::mxfp8, 64),
+                        tile16_caps(Format::q8_0, 8192), tile16_caps(Format::iq2_xs, 17)}) {
     try {
-      linear::plan(make_caps(Format::nvfp4, 4096, 4096, t));
-      ADD_FAILURE() << "max_tokens " << t << " must throw Unsupported";
+      linear::plan(c);
+      ADD_FAILURE() << format_info(c.format).name << " max_tokens " << c.max_tokens << " must throw Unsupported";
     } catch (const Unsupported& e) {
       EXPECT_NE(std::string(e.what()).find("prefill"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("issue 5"), std::string::npos) << e.what();
     }
   }
+  expect_bad_argument(plan_of(tile16_caps(Format::fp8_tensor, linear::kMaxTokens + 1)), "max_tokens");
   // Valid caps pass validation (then resolving needs a GPU, which may or may not be here).
   for (const Caps& ok : {make_caps(Format::fp8_block, 300, 160, 3), make_caps(Format::nvfp4, 1, 32, 16, DType::f16),
+                         tile16_caps(Format::fp8_channel, 8192), tile16_caps(Format::nvfp4, 17, DType::f16),
                          make_caps(Format::iq2_xxs, 3, 768, 1, DType::bf16, DType::f32, true, DType::f16)}) {
     try {
       linear::plan(ok);

@@ -20,10 +20,15 @@
 // For checkpoint-layout weights Caps::kernel picks one of the last two (automatic: mma where it
 // applies, except Q8_0 at 1-2 tokens, where gemv is faster on the H200; else gemv); the plan's path
 // names say which.
+// The prefill path (M > 16 tokens, sm_90a): wgmma_tile16 (src/linear/kernels/wgmma_tile16.cuh), a
+// warp-specialised wgmma GEMM on tile16 weights: the weight rows are the MMA's M side, decoded
+// exactly into register fragments in the main loop; x arrives by TMA. It serves the formats of
+// prefill_supports (BF16, F16, FP8 per tensor / per channel, NVFP4 today); max_tokens > 16 with
+// another format or with checkpoint-layout weights throws Unsupported.
 // A plan covers every token count up to caps.max_tokens: it resolves one kernel per token bucket
-// (1, 2, 4, 8, 16) up to the bucket of max_tokens, and bind picks the path for the live M of x. So
-// one plan made for max_tokens = 16 serves M = 1 with the M = 1 kernel. max_tokens > 16 (prefill)
-// throws Unsupported until that path exists (issue 5).
+// (1, 2, 4, 8, 16, then 64, 128 and max_tokens for prefill) up to the bucket of max_tokens, and bind
+// picks the path for the live M of x. So one plan made for max_tokens = 4096 serves M = 1 with the
+// M = 1 decode kernel and M = 300 with the prefill kernel.
 //
 // Lifecycle (the same for every b12x op):
 //   Plan p = linear::plan(caps);                        // host: validates, resolves (may compile)
@@ -49,10 +54,15 @@
 
 namespace b12x::linear {
 
-// Largest token count of the decode path; larger max_tokens need the prefill path (not there yet).
+// Largest token count of the decode path; larger M runs on the prefill path.
 inline constexpr int64_t kMaxDecodeTokens = 16;
-// The token buckets: each has its own kernel configuration; M is served by the smallest bucket >= M.
+// Largest caps.max_tokens (the prefill kernel's token coordinates are 32-bit).
+inline constexpr int64_t kMaxTokens = int64_t{1} << 24;
+// The decode token buckets: each has its own kernel configuration; M is served by the smallest
+// bucket >= M.
 inline constexpr int64_t kTokenBuckets[] = {1, 2, 4, 8, 16};
+// The prefill buckets below max_tokens (64 and 128 tokens per CTA); above them one path with 256.
+inline constexpr int64_t kPrefillBuckets[] = {64, 128};
 
 // The smallest token bucket >= tokens (kMaxDecodeTokens for anything larger).
 int64_t token_bucket(int64_t tokens);
@@ -63,7 +73,7 @@ enum class DecodeKernel { automatic, gemv, mma };
 struct Caps {
   Format format = Format::bf16;
   int64_t n = 0, k = 0;            // weight [N, K]: N = out_features, K = in_features
-  int64_t max_tokens = 1;          // largest M that bind will be given (1..16 today)
+  int64_t max_tokens = 1;          // largest M that bind will be given (1 .. kMaxTokens; > 16: prefill)
   DType act_dtype = DType::bf16;   // x: bf16 or f16
   DType out_dtype = DType::bf16;   // y: bf16, f16 or f32
   bool has_bias = false;           // with a bias[N] of bias_dtype (bf16, f16 or f32)
@@ -82,6 +92,11 @@ bool mma_supports(Format format, DType act_dtype);
 // mma_supports (kernel mma_tile16) and IQ2_XXS / IQ2_XS (kernel mma_iq2, tile16 only).
 bool tile16_supports(Format format, DType act_dtype);
 
+// Whether the prefill kernel (M > 16) serves tile16 weights of this format with these activations:
+// BF16 / F16 (same type as x), FP8 per tensor and per channel, NVFP4. (MXFP8, MXFP4, Q8_0, fp8_block
+// and IQ2 need their block scales on FP32 partial sums or a codebook: not yet, issue 5.)
+bool prefill_supports(Format format, DType act_dtype);
+
 // The layout to prepare a weight in for the fastest decode path, as measured on the H200
 // (docs/perf/README.md): tile16 for the formats tile16_supports, except 16-bit weights (their
 // checkpoint rows already give 16-byte loads, and the tile16 kernel's shared-memory ring leaves less
@@ -99,6 +114,7 @@ struct PlanPath {
   size_t smem_bytes = 0;           // dynamic shared memory
   int rows_per_warp = 0;           // gemv only; kernel arguments fixed by the plan
   int ksplit = 1;
+  int tokens_per_cta = 0;          // prefill only (grid.x = ceil(M / tokens_per_cta) at run time)
 };
 
 struct Plan {
@@ -118,9 +134,13 @@ struct Binding {
   WeightView w;      // device
   TensorView bias;   // device [N] of caps.bias_dtype, or empty
   TensorView y;      // device [M, N] of caps.out_dtype
+  // Prefill paths: the TMA descriptor of x (a CUtensorMap, encoded by bind on the host; no device
+  // access), passed by value at launch.
+  alignas(64) unsigned char x_map[128] = {};
 };
 
-// Checks caps without CUDA (BadArgument naming the field; Unsupported for max_tokens > 16).
+// Checks caps without CUDA (BadArgument naming the field; Unsupported for max_tokens > 16 where the
+// prefill path does not serve the format or layout).
 void validate_caps(const Caps& caps);
 // The path plan() takes for the bucket of `tokens` on a GPU with sm_count SMs, without resolving its
 // kernel (kernel == nullptr). Needs no GPU.

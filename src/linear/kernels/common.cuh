@@ -106,20 +106,24 @@ B12X_DEV float load_bias(const unsigned char* bias, int bias_code, long long row
   return ld_f32(bias + 4 * row);
 }
 
+// The output bits of round_kOut(sum * tensor scale + bias[row]) (kOut F32: 32 bits, else 16).
+template <int kFormat, int kOut>
+B12X_DEV unsigned linear_finish_bits(float sum, float scale2, const unsigned char* bias, int bias_code, long long row) {
+  float v = sum;
+  if constexpr (linear_has_tensor_scale(kFormat)) v = mul_rn(v, scale2);
+  if (bias_code != kBiasNone) v = add_rn(v, load_bias(bias, bias_code, row));
+  if constexpr (kOut == kOutF32) return f32_out_bits(v);
+  else if constexpr (kOut == kOutBf16) return f32_to_bf16_rne(v);
+  else return f32_to_f16_rne(v);
+}
+
 // y[index] = round_kOut(sum * tensor scale + bias[row]).
 template <int kFormat, int kOut>
 B12X_DEV void linear_finish(float sum, float scale2, const unsigned char* bias, int bias_code, long long row,
                           unsigned char* y, long long index) {
-  float v = sum;
-  if constexpr (linear_has_tensor_scale(kFormat)) v = mul_rn(v, scale2);
-  if (bias_code != kBiasNone) v = add_rn(v, load_bias(bias, bias_code, row));
-  if constexpr (kOut == kOutF32) {
-    st_u32(y + 4 * index, f32_out_bits(v));
-  } else if constexpr (kOut == kOutBf16) {
-    st_u16(y + 2 * index, f32_to_bf16_rne(v));
-  } else {
-    st_u16(y + 2 * index, f32_to_f16_rne(v));
-  }
+  const unsigned bits = linear_finish_bits<kFormat, kOut>(sum, scale2, bias, bias_code, row);
+  if constexpr (kOut == kOutF32) st_u32(y + 4 * index, bits);
+  else st_u16(y + 2 * index, bits);
 }
 
 }  // namespace b12x::device

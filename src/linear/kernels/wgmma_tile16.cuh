@@ -1,0 +1,312 @@
+// linear.wgmma_tile16: the prefill path of the linear op (M > 16 tokens) on sm_90a, for tile16
+// weights (formats/kernels/tile16.cuh, the same prepared bytes the decode kernels read).
+//
+// It computes the transposed product Y^T[N, M] = W[N, K] . X[M, K]^T with wgmma: the weights are the
+// A operand, taken from registers, and the tokens the N dimension of the MMA. That puts the decoding
+// where it is cheapest: a lane decodes its A fragment (16 rows x 16 K of its warp) once per k16 step
+// and the tensor cores multiply it with up to kBN tokens, so even IQ2-class decoding costs a few
+// percent of the tensor-core time at kBN = 256. X stays as it is in memory: the TMA copies
+// [kBN tokens x 64 K] boxes into shared memory with the 128-byte swizzle the wgmma descriptor reads.
+//
+// CTA: 384 threads = 3 warpgroups. Warpgroup 0 is the producer (one thread issues every copy; its
+// registers are given to the others with setmaxnreg); warpgroups 1 and 2 each own 64 weight rows
+// (4 warps x one 16-row tile16 tile) of the CTA's 128 and all kBN tokens. A stage is 64 K: the x box
+// (kBN x 128 bytes) plus, per 16-row tile, its two tile16 chunks of the stage's runs (and their scale
+// chunks), each tile's pair of chunks one contiguous bulk copy. Full / empty mbarriers per stage.
+//
+// Per stage a consumer warp reads its tile's two runs from shared memory (one 8-32 byte load per lane
+// and run, the decode kernels' fragments), decodes them exactly to BF16 / F16 pairs (mma_pack_row,
+// the decode path's conversions), and moves them into wgmma's K order: in tile16 a lane holds
+// elements 8t .. 8t+7 of a run, while wgmma wants the lane's A fragment at K 2t, 2t+1, 2t+8, 2t+9 of
+// each k16 step (x in shared memory is in natural K order). That is a 4 x 4 transpose of 32-bit pairs
+// across the lane's quad: two rounds of shuffles (wgmma_quad_transpose). Then four wgmma
+// m64 n kBN k16, committed as one group; the stage is released once they have completed.
+//
+// Scales: fp8_channel's row scale and the FP32 tensor scale (fp8_tensor, nvfp4 weight_scale_2) in
+// the epilogue, like reference_linear's alpha; NVFP4's E4M3 block scale folded exactly into the
+// decoded pair (pack16.cuh). Formats whose block scales must multiply FP32 partial sums (MXFP8,
+// MXFP4, Q8_0, fp8_block) and IQ2 are not served yet (wgmma_supports).
+//
+// Epilogue: the accumulators (rows g, g + 8 of the warp's tile, tokens 8c + 2t, +1) go through shared
+// memory as FP32 [token][row] (the ring is free by then), and every consumer thread then writes
+// 16-byte pieces of y rows (scale, bias, rounding once to the output type, as the decode kernels).
+// Rows with E4M3 NaN codes become NaN (BF16 path), as reference_linear gives.
+#pragma once
+#include "formats/kernels/tile16.cuh"
+#include "linear/kernels/mma.cuh"
+
+namespace b12x::device {
+
+constexpr int kWgThreads = 384;  // producer warpgroup + two consumer warpgroups
+constexpr int kWgRows = 128;     // weight rows per CTA
+constexpr int kWgStageK = 64;    // K per stage: two runs; x box rows of 128 bytes (the swizzle span)
+constexpr int kWgSmemBudget = 200 * 1024;
+
+// Formats the prefill kernel serves (with activations act): their decoded pairs are exact and need
+// no per-run scaling of partial sums.
+constexpr bool wgmma_supports(int format, int act) {
+  return format == kFmtBf16   ? act == kActBf16
+         : format == kFmtF16  ? act == kActF16
+                              : format == kFmtFp8Tensor || format == kFmtFp8Channel || format == kFmtNvfp4;
+}
+
+constexpr int wgmma_x_bytes(int bn) { return bn * 2 * kWgStageK; }
+constexpr int wgmma_w_bytes(int format) {
+  return (kWgRows / 16) * 2 * (tile16_chunk_bytes(format) + tile16_scale_chunk_bytes(format));
+}
+// A stage: the x box (1024-byte aligned for the swizzle), then the weight chunks, then their scale
+// chunks; rounded up to 1024 bytes.
+constexpr int wgmma_stage_bytes(int format, int bn) {
+  return (wgmma_x_bytes(bn) + wgmma_w_bytes(format) + 1023) / 1024 * 1024;
+}
+constexpr int wgmma_stages(int format, int bn) {
+  return kWgSmemBudget / wgmma_stage_bytes(format, bn) > 8 ? 8 : kWgSmemBudget / wgmma_stage_bytes(format, bn);
+}
+// FP32 staging of the output tile [bn tokens][128 rows + 4] (the pad spreads a lane quad's tokens
+// over all banks); it reuses the ring.
+constexpr int wgmma_out_stride(int) { return kWgRows + 4; }
+constexpr int wgmma_out_bytes(int bn) { return bn * wgmma_out_stride(bn) * 4; }
+// Dynamic shared memory: the ring (or the output staging, if larger), 1024 bytes of alignment slack,
+// the barriers.
+constexpr int wgmma_smem_bytes(int format, int bn) {
+  return (wgmma_stages(format, bn) * wgmma_stage_bytes(format, bn) > wgmma_out_bytes(bn)
+              ? wgmma_stages(format, bn) * wgmma_stage_bytes(format, bn)
+              : wgmma_out_bytes(bn)) +
+         1024 + 2 * 8 * wgmma_stages(format, bn);
+}
+
+}  // namespace b12x::device
+
+#if defined(__CUDACC__)
+#include "device/wgmma.cuh"
+
+namespace b12x {
+namespace device {
+
+// p[c] of lane (g, c) -> q[c] = p_c[t] of lane (g, t): the 4 x 4 transpose of a quad's pairs.
+B12X_DEV void wgmma_quad_transpose(unsigned (&p)[4], int t) {
+  const bool t0 = t & 1, t1 = t & 2;
+  // Round 1 (lane ^ 1): keep the pairs whose index has the lane's bit 0, trade the others.
+  B12X_UNROLL
+  for (int j = 0; j < 2; ++j) {
+    const unsigned send = t0 ? p[2 * j] : p[2 * j + 1];
+    const unsigned recv = __shfl_xor_sync(0xFFFFFFFFu, send, 1);
+    if (t0) p[2 * j] = recv;
+    else p[2 * j + 1] = recv;
+  }  // now p[2j + b] = pair 2j + t0 of lane (t1, b)
+  // Round 2 (lane ^ 2): keep the pairs of j = t1, trade those of j = 1 - t1.
+  B12X_UNROLL
+  for (int b = 0; b < 2; ++b) {
+    const unsigned send = t1 ? p[b] : p[2 + b];
+    const unsigned recv = __shfl_xor_sync(0xFFFFFFFFu, send, 2);
+    if (t1) p[b] = recv;
+    else p[2 + b] = recv;
+  }  // now p[2 c1 + b] = pair 2 t1 + t0 = t of lane (c1, b)
+}
+
+template <int kBN, int kT>
+B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned long long desc) {
+  if constexpr (kBN == 256) wgmma_rs_n256<kT>(acc, a, desc);
+  else if constexpr (kBN == 128) wgmma_rs_n128<kT>(acc, a, desc);
+  else wgmma_rs_n64<kT>(acc, a, desc);
+}
+
+}  // namespace device
+
+// kFormat (wgmma_supports with kAct), kBN tokens per CTA (64, 128, 256), kAct, kOut.
+// x_map: the TMA map of x [m, k] (16-bit, box {64, kBN}, 128-byte swizzle, zeros outside);
+// data / scale: the tile16 weight (n % 16 == 0, 16-byte aligned); y [m, n] 16-byte aligned rows.
+// grid = (ceil(m / kBN), ceil(n / 128)); dynamic shared memory wgmma_smem_bytes(kFormat, kBN).
+template <int kFormat, int kBN, int kAct, int kOut>
+__global__ void __launch_bounds__(device::kWgThreads, 1)
+    linear_wgmma_tile16_kernel(const __grid_constant__ device::TmaMap x_map, const unsigned char* __restrict__ data,
+                               const unsigned char* __restrict__ scale, float scale2,
+                               const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
+                               int m, long long n, long long k) {
+  using namespace device;
+  static_assert(wgmma_supports(kFormat, kAct), "format not served by the prefill kernel");
+  static_assert(kBN == 64 || kBN == 128 || kBN == 256, "tokens per CTA: 64, 128 or 256");
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kT = kAct;
+  constexpr int kS = wgmma_stages(kFormat, kBN), kStage = wgmma_stage_bytes(kFormat, kBN);
+  constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
+  constexpr int kXBytes = wgmma_x_bytes(kBN);
+  constexpr int kWords = mma_lane_words(kFormat);
+  constexpr bool kTrackNan = mma_track_e4m3_nan(kFormat, kT);
+  static_assert(kS >= 2, "ring of at least two stages");
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* ring =
+      reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+  const int ring_bytes = kS * kStage > wgmma_out_bytes(kBN) ? kS * kStage : wgmma_out_bytes(kBN);
+  const unsigned bars = smem_u32(ring + ring_bytes);  // full[kS], then empty[kS]
+  auto full = [&](int s) { return bars + 8u * s; };
+  auto empty = [&](int s) { return bars + 8u * (kS + s); };
+
+  const long long runs = k >> 5;
+  const int kblocks = static_cast<int>((runs + 1) >> 1);
+  const int m0 = static_cast<int>(blockIdx.x) * kBN;
+  const long long tile0 = static_cast<long long>(blockIdx.y) * (kWgRows / 16);
+  const long long tiles_left = (n >> 4) - tile0;
+  const int live_tiles = tiles_left < kWgRows / 16 ? static_cast<int>(tiles_left) : kWgRows / 16;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kS; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  const int wg = static_cast<int>(threadIdx.x >> 7);
+  if (wg == 0) {  // producer
+    warpgroup_regs_dec<40>();
+    if (threadIdx.x == 0) {
+      for (int kb = 0; kb < kblocks; ++kb) {
+        const int s = kb % kS;
+        if (kb >= kS) mbar_wait(empty(s), ((kb / kS) - 1) & 1);
+        const long long j0 = 2LL * kb;
+        const int live_runs = runs - j0 < 2 ? 1 : 2;
+        unsigned char* st = ring + s * kStage;
+        mbar_arrive_expect_tx(full(s), kXBytes + live_tiles * live_runs * (kC + kSC));
+        tma_load_2d(smem_u32(st), &x_map, kWgStageK * kb, m0, full(s));
+        for (int T = 0; T < live_tiles; ++T) {
+          const long long tr = (tile0 + T) * runs + j0;  // chunk (tile, run j0)
+          bulk_load(smem_u32(st + kXBytes + T * 2 * kC), data + tr * kC, live_runs * kC, full(s));
+          if constexpr (kSC > 0)
+            bulk_load(smem_u32(st + kXBytes + (kWgRows / 16) * 2 * kC + T * 2 * kSC), scale + tr * kSC,
+                      live_runs * kSC, full(s));
+        }
+      }
+    }
+    return;
+  }
+
+  // Consumers.
+  warpgroup_regs_inc<232>();
+  const int cw = wg - 1;                                          // consumer warpgroup 0 / 1
+  const int warp = static_cast<int>((threadIdx.x >> 5) & 3);      // warp in the warpgroup
+  const int lane = static_cast<int>(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+  const int T = 4 * cw + warp;                                    // the warp's tile in the CTA
+  float acc[kBN / 2];
+  B12X_UNROLL
+  for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+  unsigned nan_lo = 0, nan_hi = 0;
+
+  for (int kb = 0; kb < kblocks; ++kb) {
+    const int s = kb % kS;
+    mbar_wait(full(s), (kb / kS) & 1);
+    const unsigned char* st = ring + s * kStage;
+    const unsigned char* w = st + kXBytes + T * 2 * kC;
+    const unsigned char* sc = st + kXBytes + (kWgRows / 16) * 2 * kC + T * 2 * kSC;
+    const bool second = 2LL * kb + 1 < runs;
+    unsigned a[2][2][4];  // [run][k16 step][fragment]
+    B12X_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      // K % 64 == 32: the last stage's second run is past K; its bytes are stale, read zeros.
+      const bool live = u == 0 || second;
+      unsigned lo[kWords] = {}, hi[kWords] = {};
+      const unsigned char* slot = w + u * kC + 2 * 4 * kWords * lane;
+      if (live) {
+        if constexpr (kWords == 4) {
+          const U32x4 va = ld_u32x4(slot), vb = ld_u32x4(slot + 16);
+          lo[0] = va.x, lo[1] = va.y, lo[2] = va.z, lo[3] = va.w;
+          hi[0] = vb.x, hi[1] = vb.y, hi[2] = vb.z, hi[3] = vb.w;
+        } else if constexpr (kWords == 2) {
+          const U32x4 v = ld_u32x4(slot);
+          lo[0] = v.x, lo[1] = v.y, hi[0] = v.z, hi[1] = v.w;
+        } else {
+          const uint2 v = *reinterpret_cast<const uint2*>(slot);
+          lo[0] = v.x, hi[0] = v.y;
+        }
+      }
+      unsigned sb_lo = 0, sb_hi = 0;
+      if constexpr (kFormat == kFmtNvfp4) {  // E4M3 byte pair (row g, row g + 8) of group t / 2
+        const unsigned pr = !live ? 0u : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 16 * (t >> 1) + 2 * g);
+        if constexpr (kTrackNan) nan_lo |= e4m3_nan_bits(pr & 0xFFu), nan_hi |= e4m3_nan_bits(pr >> 8);
+        sb_lo = e4m3_scale_pair<kT>(pr & 0xFFu), sb_hi = e4m3_scale_pair<kT>(pr >> 8);
+      } else if constexpr (kTrackNan) {
+        B12X_UNROLL
+        for (int i = 0; i < kWords; ++i) nan_lo |= e4m3_nan_bits(lo[i]), nan_hi |= e4m3_nan_bits(hi[i]);
+      }
+      unsigned pl[4], ph[4];
+      mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(lo, sb_lo, pl);
+      mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(hi, sb_hi, ph);
+      wgmma_quad_transpose(pl, t);
+      wgmma_quad_transpose(ph, t);
+      B12X_UNROLL
+      for (int ks = 0; ks < 2; ++ks) {
+        a[u][ks][0] = pl[2 * ks], a[u][ks][1] = ph[2 * ks];
+        a[u][ks][2] = pl[2 * ks + 1], a[u][ks][3] = ph[2 * ks + 1];
+      }
+    }
+    wgmma_fence_regs(acc);
+    wgmma_fence();
+    const unsigned x_addr = smem_u32(st);
+    B12X_UNROLL
+    for (int u = 0; u < 2; ++u)
+      B12X_UNROLL
+      for (int ks = 0; ks < 2; ++ks) wgmma_rs<kBN, kT>(acc, a[u][ks], wgmma_desc_sw128(x_addr + 32 * (2 * u + ks)));
+    wgmma_commit();
+    wgmma_fence_regs(acc);
+    wgmma_wait<0>();
+    wgmma_fence_regs(acc);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(s));
+  }
+
+  if constexpr (kTrackNan) {
+    unsigned f_lo = nan_lo & 0x80808080u, f_hi = nan_hi & 0x80808080u;
+    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 1);
+    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 2);
+    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 1);
+    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 2);
+    const float qnan = f32_from_bits(0x7FC00000u);
+    B12X_UNROLL
+    for (int c = 0; c < kBN / 8; ++c) {
+      if (f_lo) acc[4 * c] = qnan, acc[4 * c + 1] = qnan;
+      if (f_hi) acc[4 * c + 2] = qnan, acc[4 * c + 3] = qnan;
+    }
+  }
+
+  // Stage the tile through shared memory: every consumer has finished with the ring.
+  named_barrier(1, 256);
+  float* out = reinterpret_cast<float*>(ring);
+  constexpr int kOS = wgmma_out_stride(kBN);
+  const int r_lo = 16 * T + g;
+  B12X_UNROLL
+  for (int c = 0; c < kBN / 8; ++c) {
+    const int tok = 8 * c + 2 * t;
+    out[tok * kOS + r_lo] = acc[4 * c];
+    out[(tok + 1) * kOS + r_lo] = acc[4 * c + 1];
+    out[tok * kOS + r_lo + 8] = acc[4 * c + 2];
+    out[(tok + 1) * kOS + r_lo + 8] = acc[4 * c + 3];
+  }
+  named_barrier(1, 256);
+
+  // 16-byte pieces of y rows: kE outputs each.
+  constexpr int kE = kOut == kOutF32 ? 4 : 8;
+  constexpr int kPieces = kWgRows / kE;  // per token row
+  const long long n0 = tile0 * 16;
+  const int ctid = static_cast<int>(threadIdx.x) - 128;
+  for (int i = ctid; i < kBN * kPieces; i += 256) {
+    const int tok = i / kPieces, piece = i - tok * kPieces;
+    const long long row0 = n0 + piece * kE;
+    if (m0 + tok >= m || row0 >= n) continue;  // n % 16 == 0: a piece is all in or all out
+    unsigned bits[kE];
+    B12X_UNROLL
+    for (int e = 0; e < kE; ++e) {
+      float v = out[tok * kOS + piece * kE + e];
+      if constexpr (kFormat == kFmtFp8Channel) v = mul_rn(v, ld_f32(scale + 4 * (row0 + e)));
+      bits[e] = linear_finish_bits<kFormat, kOut>(v, scale2, bias, bias_code, row0 + e);
+    }
+    U32x4 o;
+    if constexpr (kE == 4) o = {bits[0], bits[1], bits[2], bits[3]};
+    else o = {bits[0] | bits[1] << 16, bits[2] | bits[3] << 16, bits[4] | bits[5] << 16, bits[6] | bits[7] << 16};
+    *reinterpret_cast<uint4*>(y + (static_cast<long long>(m0 + tok) * n + row0) * (kE == 4 ? 4 : 2)) =
+        make_uint4(o.x, o.y, o.z, o.w);
+  }
+#else
+  (void)x_map, (void)data, (void)scale, (void)scale2, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
+#endif
+}
+
+}  // namespace b12x
+#endif
