@@ -190,14 +190,14 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
   unsigned nan_lo = 0, nan_hi = 0;
 
-  for (int kb = 0; kb < kblocks; ++kb) {
+  // Stage kb's A fragments ([run][k16 step][fragment]) from the weight chunks, once they have landed.
+  auto load_stage = [&](int kb, unsigned (&a)[2][2][4]) {
     const int s = kb % kS;
     mbar_wait(full(s), (kb / kS) & 1);
     const unsigned char* st = ring + s * kStage;
     const unsigned char* w = st + kXBytes + T * 2 * kC;
     const unsigned char* sc = st + kXBytes + (kWgRows / 16) * 2 * kC + T * 2 * kSC;
     const bool second = 2LL * kb + 1 < runs;
-    unsigned a[2][2][4];  // [run][k16 step][fragment]
     B12X_UNROLL
     for (int u = 0; u < 2; ++u) {
       // K % 64 == 32: the last stage's second run is past K; its bytes are stale, read zeros.
@@ -237,20 +237,41 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         a[u][ks][2] = pl[2 * ks + 1], a[u][ks][3] = ph[2 * ks + 1];
       }
     }
+  };
+  // Four wgmma over stage kb's x box, one commit group.
+  auto issue = [&](int kb, unsigned (&a)[2][2][4]) {
+    const unsigned x_addr = smem_u32(ring + (kb % kS) * kStage);
     wgmma_fence_regs(acc);
     wgmma_fence();
-    const unsigned x_addr = smem_u32(st);
     B12X_UNROLL
     for (int u = 0; u < 2; ++u)
       B12X_UNROLL
       for (int ks = 0; ks < 2; ++ks) wgmma_rs<kBN, kT>(acc, a[u][ks], wgmma_desc_sw128(x_addr + 32 * (2 * u + ks)));
     wgmma_commit();
     wgmma_fence_regs(acc);
-    wgmma_wait<0>();
-    wgmma_fence_regs(acc);
+  };
+  // Stage kb's wgmma have completed (after a wait): its slot may be refilled.
+  auto release = [&](int kb) {
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty(s));
+    if (lane == 0) mbar_arrive(empty(kb % kS));
+  };
+  // Two register sets: stage kb + 1 is decoded while the wgmma of stage kb run.
+  unsigned a0[2][2][4], a1[2][2][4];
+  load_stage(0, a0);
+  for (int kb = 0; kb < kblocks; kb += 2) {
+    issue(kb, a0);
+    if (kb > 0) wgmma_wait<1>(), release(kb - 1);  // a1 is free again
+    if (kb + 1 < kblocks) {
+      load_stage(kb + 1, a1);
+      issue(kb + 1, a1);
+      wgmma_wait<1>();  // stage kb done: a0 is free again
+      release(kb);
+      if (kb + 2 < kblocks) load_stage(kb + 2, a0);
+    }
   }
+  wgmma_wait<0>();
+  wgmma_fence_regs(acc);
+  release(kblocks - 1);
 
   if constexpr (kTrackNan) {
     unsigned f_lo = nan_lo & 0x80808080u, f_hi = nan_hi & 0x80808080u;
