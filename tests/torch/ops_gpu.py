@@ -126,8 +126,11 @@ def test_plan_names_the_kernels(rng):
     w, _ = oracle_weight(rng, "fp8", 64, 256, DEV)
     t = b12x.linear.pack_weight(w.weight, w.weight_scale, w.tensor_scale, format="fp8")
     p = b12x.linear.plan(t, max_tokens=64)
-    assert t.layout == "tile16" and len(p.paths) == 6, p.paths  # buckets 1, 2, 4, 8, 16 and M > 16
-    assert all("mma_tile16" in line for line in p.paths[:5]) and p.paths[5].startswith("M>16")
+    assert t.layout == "tile16" and len(p.paths) == 6, p.paths  # buckets 1, 2, 4, 8, 16 and M <= 64 (prefill)
+    assert all("mma_tile16" in line for line in p.paths[:5]) and p.paths[5].startswith("M<=64: prefill.wgmma_tile16")
+    q = b12x.linear.plan(b12x.linear.pack_weight(w.weight, w.weight_scale, w.tensor_scale, format="fp8_block"),
+                         max_tokens=64)  # no prefill kernel for fp8_block yet: 16-token launches
+    assert q.paths[-1].startswith("M>16: ceil(M/16) launches"), q.paths
 
 
 def test_torch_compile_inductor_fullgraph(rng):
