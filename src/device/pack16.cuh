@@ -90,6 +90,17 @@ B12X_DEV unsigned pow2_pair(int e) {
   return h | (h << 16);
 }
 
+// A UE8M0 scale byte (2^(e - 127); 255 = NaN) as a BF16 pair: exact, because BF16 has FP32's exponent
+// range (e = 0 is the subnormal 2^-127, bits 0x0040). Multiplying an E2M1 pair by it is exact too
+// (E2M1 has one mantissa bit; the smallest product, 0.5 * 2^-127, is a BF16 subnormal) and overflows
+// to Inf exactly where the FP32 product does, so MXFP4 weights fold their block scale into the BF16
+// pair (the prefill kernel does). F16 has no such range, and E4M3 (MXFP8) products below 2^-133 are
+// not BF16 values: neither folds exactly.
+B12X_DEV unsigned ue8m0_bf16_pair(unsigned e) {
+  const unsigned h = e == 255u ? 0x7FC0u : e == 0u ? 0x0040u : e << 7;
+  return h | (h << 16);
+}
+
 // Elements 2j and 2j+1 (the nibbles of byte j, j = 0..3) of eight packed E2M1 codes, as a kT pair.
 template <int kT>
 B12X_DEV unsigned e2m1x2_pack(unsigned w, int j) {

@@ -26,7 +26,8 @@ bool tile16_supports(Format format, DType act_dtype) {
 
 bool prefill_supports(Format format, DType act_dtype) {
   switch (format) {
-    case Format::bf16: return act_dtype == DType::bf16;
+    case Format::bf16:
+    case Format::mxfp4: return act_dtype == DType::bf16;  // MXFP4: its scale folds exactly into BF16 only
     case Format::f16: return act_dtype == DType::f16;
     case Format::fp8_tensor:
     case Format::fp8_channel:

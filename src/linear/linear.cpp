@@ -87,8 +87,23 @@ KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta) {
   return s;
 }
 
-// Tokens per CTA of the prefill path serving up to `tokens` tokens.
-int wgmma_tokens_per_cta(int64_t tokens) { return tokens <= 64 ? 64 : tokens <= 128 ? 128 : 256; }
+// The prefill paths as (largest M, tokens per CTA), in order, the last one ending at max_tokens: 64
+// tokens per CTA up to M = 64, 128 up to 128, and 128 further while 256-token CTAs would not give
+// every SM one (a grid of ceil(M / 256) x ceil(N / 128) CTAs below the SM count), then 256.
+std::vector<std::pair<int64_t, int>> prefill_buckets(const Caps& caps, int sm_count) {
+  const int64_t row_ctas = (caps.n + device::kWgRows - 1) / device::kWgRows;
+  const int64_t sms = std::max(sm_count, 1);
+  const int64_t fill = 256 * ((sms + row_ctas - 1) / row_ctas - 1);  // largest M with too few 256-token CTAs
+  std::vector<std::pair<int64_t, int>> all = {{kPrefillBuckets[0], 64}, {kPrefillBuckets[1], 128}};
+  if (fill > kPrefillBuckets[1]) all.emplace_back(fill, 128);
+  all.emplace_back(kMaxTokens, 256);
+  std::vector<std::pair<int64_t, int>> out;
+  for (const auto& [top, bn] : all) {
+    out.emplace_back(std::min(top, caps.max_tokens), bn);
+    if (top >= caps.max_tokens) break;
+  }
+  return out;
+}
 
 KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
   return linear_spec(caps, "gemv", bucket, "m_bucket", std::to_string(bucket), {{"rows_per_warp", rows}},
@@ -223,8 +238,9 @@ void validate_caps(const Caps& caps) {
   use_mma(caps);  // Unsupported when DecodeKernel::mma cannot serve the format
   if (caps.max_tokens > kMaxDecodeTokens && (!tile16(caps) || !prefill_supports(caps.format, caps.act_dtype)))
     fail_unsupported("linear: max_tokens = ", caps.max_tokens, " needs the prefill path (M > ", kMaxDecodeTokens,
-                     "), which serves tile16 weights of bf16 / f16 (the dtype of x), fp8, fp8_channel and nvfp4 "
-                     "(mxfp8, mxfp4, q8_0, fp8_block and IQ2: not yet, issue 5); got ", info.name, " weights in the ",
+                     "), which serves tile16 weights of bf16 / f16 (the dtype of x), fp8, fp8_channel, nvfp4 and, "
+                     "with bf16 activations, mxfp4 (mxfp8, q8_0, fp8_block, IQ2 and mxfp4 with f16 x: not yet, "
+                     "issue 5); got ", info.name, " weights in the ",
                      layout_name(caps.layout), " layout with ", dtype_name(caps.act_dtype),
                      " activations. Plan max_tokens <= ", kMaxDecodeTokens, " and run larger M in pieces instead");
 }
@@ -233,17 +249,14 @@ namespace {
 
 // The token counts plan() makes paths for: the decode buckets up to max_tokens's, then (max_tokens
 // > 16) the prefill buckets below max_tokens and max_tokens itself.
-std::vector<int64_t> path_tokens(const Caps& caps) {
+std::vector<int64_t> path_tokens(const Caps& caps, int sm_count) {
   std::vector<int64_t> out;
   for (int64_t b : kTokenBuckets) {
     if (b > token_bucket(caps.max_tokens)) break;
     out.push_back(std::min(b, caps.max_tokens));
   }
-  if (caps.max_tokens > kMaxDecodeTokens) {
-    for (int64_t b : kPrefillBuckets)
-      if (b < caps.max_tokens) out.push_back(b);
-    out.push_back(caps.max_tokens);
-  }
+  if (caps.max_tokens > kMaxDecodeTokens)
+    for (const auto& [top, bn] : prefill_buckets(caps, sm_count)) out.push_back(top);
   return out;
 }
 
@@ -262,14 +275,15 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
   B12X_CHECK_ARG(tokens >= 1 && tokens <= caps.max_tokens, "tokens", "must be in [1, max_tokens = ", caps.max_tokens,
                  "], got ", tokens);
   PlanPath p;
-  if (tokens > kMaxDecodeTokens) {  // prefill: the smallest prefill bucket >= tokens, else max_tokens
+  if (tokens > kMaxDecodeTokens) {  // prefill: the first prefill bucket serving `tokens`
     int64_t top = caps.max_tokens;
-    for (int64_t b : kPrefillBuckets)
-      if (tokens <= b) {
-        top = std::min(b, caps.max_tokens);
+    int bn = 256;
+    for (const auto& [b_top, b_bn] : prefill_buckets(caps, sm_count > 0 ? sm_count : kDefaultSmCount))
+      if (tokens <= b_top) {
+        top = b_top, bn = b_bn;
         break;
       }
-    const int bn = wgmma_tokens_per_cta(top), f = static_cast<int>(caps.format);
+    const int f = static_cast<int>(caps.format);
     p.max_tokens = top;
     p.tokens_per_cta = bn;
     p.block = dim3(device::kWgThreads);
@@ -326,7 +340,7 @@ KernelSpec kernel_spec(const Caps& caps) {
 std::vector<KernelSpec> kernel_specs(const Caps& caps) {
   validate_caps(caps);
   std::vector<KernelSpec> specs;
-  for (int64_t b : path_tokens(caps)) {
+  for (int64_t b : path_tokens(caps, kDefaultSmCount)) {
     KernelSpec s = plan_path(caps, b, kDefaultSmCount).spec;
     if (specs.empty() || specs.back().name_expression != s.name_expression) specs.push_back(std::move(s));
   }
@@ -382,7 +396,7 @@ Plan plan(const Caps& caps, cudaStream_t stream) {
   Plan p;
   p.caps = caps;
   const int sm_count = device_info().sm_count;
-  for (int64_t b : path_tokens(caps)) p.paths.push_back(plan_path(caps, b, sm_count));
+  for (int64_t b : path_tokens(caps, sm_count)) p.paths.push_back(plan_path(caps, b, sm_count));
   for (PlanPath& path : p.paths) path.kernel = &resolve_kernel(path.spec, stream);
   return p;
 }

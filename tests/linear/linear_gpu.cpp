@@ -490,6 +490,42 @@ TEST_F(LinearGpu, PrefillLargeShapeMatchesReference) {
     expect_matches_reference(y, caps.out_dtype, x.view(), p, bias.view(), label(caps, 600) + " via " +
                                                                               plan.path_for(600).name);
   }
+  // 256 tokens per CTA: N with one 128-row CTA per SM, so 256-token CTAs already fill the GPU.
+  const int64_t n = 128 * static_cast<int64_t>(device_info().sm_count), m = 300;
+  for (Format f : {Format::fp8_tensor, Format::mxfp4}) {
+    linear::Caps caps = make_caps(f, n, 256, m, DType::bf16, DType::f32, false, DType::f32);
+    caps.layout = WeightLayout::tile16;
+    const linear::Plan plan = linear::plan(caps);
+    EXPECT_NE(plan.path_for(m).name.find("tokens_per_cta=256"), std::string::npos) << plan.path_for(m).name;
+    const PackedWeight p = random_weight(f, caps.n, caps.k, rng);
+    const HostTensor x = random_tensor(rng, DType::bf16, {m, caps.k});
+    const std::vector<uint8_t> y = run_on_device(plan, x, device_weight(p, WeightLayout::tile16), nullptr);
+    expect_matches_reference(y, caps.out_dtype, x.view(), p, TensorView{}, label(caps, m) + " via " +
+                                                                             plan.path_for(m).name);
+  }
+}
+
+TEST_F(LinearGpu, PrefillTurnsMxfp4RunsWithNanScalesIntoNan) {
+  // A UE8M0 NaN scale (255) makes its run's decoded weights NaN in the reference: exactly those rows
+  // come out NaN for every token, the others bit-identical.
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 304, k = 512, m = 40, runs = k / 32;
+  linear::Caps caps = make_caps(Format::mxfp4, n, k, m, DType::bf16, DType::f32, false, DType::bf16);
+  caps.layout = WeightLayout::tile16;
+  const linear::Plan plan = linear::plan(caps);
+  const PackedWeight clean = random_weight(Format::mxfp4, n, k, rng);
+  PackedWeight poisoned = clean;  // a deep copy
+  uint8_t* s = static_cast<uint8_t*>(poisoned.scale.view().data);
+  const int64_t nan_rows[] = {0, 131, 303};
+  s[0 * runs + 0] = 0xFF;
+  s[131 * runs + 7] = 0xFF;
+  s[303 * runs + runs - 1] = 0xFF;
+  const HostTensor x = random_tensor(rng, DType::bf16, {m, k});
+  const std::vector<uint8_t> y_clean = run_on_device(plan, x, device_weight(clean, WeightLayout::tile16), nullptr);
+  const std::vector<uint8_t> y_nan = run_on_device(plan, x, device_weight(poisoned, WeightLayout::tile16), nullptr);
+  expect_exactly_these_rows_nan(y_clean, y_nan, m, n, nan_rows, -1, label(caps, m));
 }
 
 TEST_F(LinearGpu, PrefillGraphCaptureReplaysChangedX) {

@@ -121,10 +121,10 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   const auto specs = linear::all_kernel_specs();
   // gemv: formats x 5 buckets x 2 act x 3 out; mma and mma_tile16: served (format, act) x 2 token
   // tiles x 3 out each; mma_iq2: 2 formats x 2 act x 2 token tiles x 3 out; wgmma_tile16 (prefill):
-  // bf16/bf16, f16/f16 and 3 formats x 2 act, x 3 tokens per CTA x 3 out, sm_90a only.
+  // bf16/bf16, f16/f16, mxfp4/bf16 and 3 formats x 2 act, x 3 tokens per CTA x 3 out, sm_90a only.
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
   EXPECT_EQ(specs.size(),
-            all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 + 8 * 3 * 3);
+            all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 + 9 * 3 * 3);
   std::set<std::string> names;
   size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0;
   for (const auto& s : specs) {
@@ -156,7 +156,7 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a", "sm_120a"}));
     EXPECT_GT(s.max_registers, 0);
   }
-  EXPECT_EQ(prefill, 8u * 3 * 3);
+  EXPECT_EQ(prefill, 9u * 3 * 3);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
   EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
   EXPECT_EQ(iq2, 2u * 2 * 2 * 3);
@@ -208,6 +208,15 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
   EXPECT_EQ(per_cta, (std::vector<int>{0, 0, 0, 0, 0, 64, 128, 256}));
   EXPECT_EQ(linear::plan_path(caps, 65, 132).max_tokens, 128);
   EXPECT_EQ(linear::plan_path(caps, 129, 132).max_tokens, 4096);
+  // N = 4096 (32 row CTAs): 256-token CTAs fill 132 SMs from M = 1025 on; below that 128 per CTA.
+  caps.n = 4096;
+  EXPECT_EQ(linear::plan_path(caps, 129, 132).max_tokens, 1024);
+  EXPECT_EQ(linear::plan_path(caps, 1024, 132).tokens_per_cta, 128);
+  EXPECT_EQ(linear::plan_path(caps, 1025, 132).tokens_per_cta, 256);
+  EXPECT_EQ(linear::plan_path(caps, 1025, 132).max_tokens, 4096);
+  EXPECT_EQ(linear::plan_path(caps, 1025, 16).max_tokens, 4096);  // 16 SMs: no 128-token bucket above 128
+  EXPECT_EQ(linear::plan_path(caps, 200, 16).tokens_per_cta, 256);
+  caps.n = 28672;
   // A small max_tokens: one prefill path of max_tokens itself.
   caps.max_tokens = 40;
   EXPECT_EQ(linear::plan_path(caps, 40, 132).max_tokens, 40);
@@ -413,7 +422,8 @@ TEST(LinearCompile, PlanRejectsBadCapsWithoutAGpu) {
     return c;
   };
   for (const Caps& c : {make_caps(Format::nvfp4, 4096, 4096, 17), tile16_caps(Format::mxfp8, 64),
-                        tile16_caps(Format::q8_0, 8192), tile16_caps(Format::iq2_xs, 17)}) {
+                        tile16_caps(Format::q8_0, 8192), tile16_caps(Format::iq2_xs, 17),
+                        tile16_caps(Format::mxfp4, 64, DType::f16)}) {
     try {
       linear::plan(c);
       ADD_FAILURE() << format_info(c.format).name << " max_tokens " << c.max_tokens << " must throw Unsupported";

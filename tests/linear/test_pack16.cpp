@@ -101,6 +101,31 @@ void check_nvfp4_products() {
 }
 
 TEST(Pack16, Nvfp4ElementTimesBlockScaleIsExactBf16) { check_nvfp4_products<kPackBf16>(); }
+
+// MXFP4 in BF16: every E2M1 pair times every UE8M0 scale, against the FP32 product (reference_linear's
+// decoded weight), Inf and NaN included.
+TEST(Pack16, Mxfp4ElementTimesUe8m0ScaleIsExactInBf16) {
+  for (unsigned e = 0; e < 256; ++e) {
+    const unsigned spair = ue8m0_bf16_pair(e);
+    const float s = ue8m0_to_f32(e);
+    ASSERT_EQ(spair >> 16, spair & 0xFFFFu);
+    if (e == 255) {
+      EXPECT_TRUE(std::isnan(half16_to_f32<kPackBf16>(spair & 0xFFFFu)));
+    } else {
+      EXPECT_EQ(f32_bits(half16_to_f32<kPackBf16>(spair & 0xFFFFu)), f32_bits(s)) << "scale " << e;
+    }
+    for (unsigned byte = 0; byte < 256; ++byte) {
+      const unsigned p = mul2<kPackBf16>(e2m1x2_pack<kPackBf16>(byte, 0), spair);
+      const float want_lo = e2m1_to_f32(byte & 0xFu) * s, want_hi = e2m1_to_f32(byte >> 4) * s;
+      if (e == 255) {
+        EXPECT_TRUE(std::isnan(half16_to_f32<kPackBf16>(p & 0xFFFFu)) && std::isnan(half16_to_f32<kPackBf16>(p >> 16)));
+        continue;
+      }
+      expect_half<kPackBf16>(p & 0xFFFFu, want_lo, "mxfp4 lo", byte | (e << 8));
+      expect_half<kPackBf16>(p >> 16, want_hi, "mxfp4 hi", byte | (e << 8));
+    }
+  }
+}
 TEST(Pack16, Nvfp4ElementTimesBlockScaleIsExactF16) { check_nvfp4_products<kPackF16>(); }
 
 template <int kT>

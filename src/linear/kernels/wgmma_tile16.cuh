@@ -23,9 +23,10 @@
 // m64 n kBN k16, committed as one group; the stage is released once they have completed.
 //
 // Scales: fp8_channel's row scale and the FP32 tensor scale (fp8_tensor, nvfp4 weight_scale_2) in
-// the epilogue, like reference_linear's alpha; NVFP4's E4M3 block scale folded exactly into the
-// decoded pair (pack16.cuh). Formats whose block scales must multiply FP32 partial sums (MXFP8,
-// MXFP4, Q8_0, fp8_block) and IQ2 are not served yet (wgmma_supports).
+// the epilogue, like reference_linear's alpha; NVFP4's E4M3 block scale and (BF16 activations only)
+// MXFP4's UE8M0 scale folded exactly into the decoded pair (pack16.cuh: ue8m0_bf16_pair). Formats
+// whose block scales must multiply FP32 partial sums (MXFP8, Q8_0, fp8_block; MXFP4 with F16
+// activations) and IQ2 are not served yet (wgmma_supports).
 //
 // Epilogue: the accumulators (rows g, g + 8 of the warp's tile, tokens 8c + 2t, +1) go through shared
 // memory as FP32 [token][row] (the ring is free by then), and every consumer thread then writes
@@ -45,9 +46,9 @@ constexpr int kWgSmemBudget = 200 * 1024;
 // Formats the prefill kernel serves (with activations act): their decoded pairs are exact and need
 // no per-run scaling of partial sums.
 constexpr bool wgmma_supports(int format, int act) {
-  return format == kFmtBf16   ? act == kActBf16
-         : format == kFmtF16  ? act == kActF16
-                              : format == kFmtFp8Tensor || format == kFmtFp8Channel || format == kFmtNvfp4;
+  return format == kFmtBf16 || format == kFmtMxfp4 ? act == kActBf16
+         : format == kFmtF16                        ? act == kActF16
+                                                    : format == kFmtFp8Tensor || format == kFmtFp8Channel || format == kFmtNvfp4;
 }
 
 constexpr int wgmma_x_bytes(int bn) { return bn * 2 * kWgStageK; }
@@ -222,6 +223,9 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         const unsigned pr = !live ? 0u : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 16 * (t >> 1) + 2 * g);
         if constexpr (kTrackNan) nan_lo |= e4m3_nan_bits(pr & 0xFFu), nan_hi |= e4m3_nan_bits(pr >> 8);
         sb_lo = e4m3_scale_pair<kT>(pr & 0xFFu), sb_hi = e4m3_scale_pair<kT>(pr >> 8);
+      } else if constexpr (kFormat == kFmtMxfp4) {  // UE8M0 byte pair (row g, row g + 8)
+        const unsigned pr = !live ? 0u : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g);
+        sb_lo = ue8m0_bf16_pair(pr & 0xFFu), sb_hi = ue8m0_bf16_pair(pr >> 8);
       } else if constexpr (kTrackNan) {
         B12X_UNROLL
         for (int i = 0; i < kWords; ++i) nan_lo |= e4m3_nan_bits(lo[i]), nan_hi |= e4m3_nan_bits(hi[i]);
@@ -229,6 +233,10 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
       unsigned pl[4], ph[4];
       mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(lo, sb_lo, pl);
       mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(hi, sb_hi, ph);
+      if constexpr (kFormat == kFmtMxfp4) {  // the block scale, folded exactly (pack16.cuh)
+        B12X_UNROLL
+        for (int i = 0; i < 4; ++i) pl[i] = mul2<kT>(pl[i], sb_lo), ph[i] = mul2<kT>(ph[i], sb_hi);
+      }
       wgmma_quad_transpose(pl, t);
       wgmma_quad_transpose(ph, t);
       B12X_UNROLL
