@@ -252,6 +252,28 @@ PackedWeight random_codes(Format f, int64_t n, int64_t k, std::mt19937_64& rng) 
   return p;
 }
 
+// FP32 y of one-hot x (token t selects column first_column + t) against reference_linear, bit for
+// bit (NaN equals NaN): y[t, :] is that column of the decoded weight. Reports the first 5
+// mismatches; returns whether there were none.
+bool expect_one_hot_exact(const std::vector<uint8_t>& y, const HostTensor& x, const PackedWeight& p,
+                          int64_t first_column, const std::string& what) {
+  const int64_t rows = x.view().size(0), n = p.n;
+  HostTensor ref(DType::f64, {rows, n});
+  reference_linear({x.view(), p.view(), ActMode::a16, 1.0f, TensorView{}, ref.view()});
+  int bad = 0;
+  for (int64_t i = 0; i < rows * n && bad < 5; ++i) {
+    const float want = static_cast<float>(ref.ptr<double>()[i]);
+    float got;
+    std::memcpy(&got, y.data() + 4 * i, 4);
+    if (std::memcmp(&got, &want, 4) != 0 && !(std::isnan(got) && std::isnan(want))) {
+      ++bad;
+      ADD_FAILURE() << what << " column " << first_column + i / n << " row " << i % n << ": got " << got << " want "
+                    << want;
+    }
+  }
+  return bad == 0;
+}
+
 TEST_F(LinearGpu, MmaGivesEveryWeightExactlyWithOneHotActivations) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -279,28 +301,20 @@ TEST_F(LinearGpu, MmaGivesEveryWeightExactlyWithOneHotActivations) {
           std::memset(x.view().data, 0, x.nbytes());
           for (int64_t t = 0; t < rows; ++t) store_f32(x.view().data, act, t * k + k0 + t, 1.0f);
           const std::vector<uint8_t> y = run_on_device(plan, x, w, nullptr);
-          HostTensor ref(DType::f64, {rows, n});
-          reference_linear({x.view(), p.view(), ActMode::a16, 1.0f, TensorView{}, ref.view()});
-          int bad = 0;
-          for (int64_t i = 0; i < rows * n && bad < 5; ++i) {
-            const float want = static_cast<float>(ref.ptr<double>()[i]);
-            float got;
-            std::memcpy(&got, y.data() + 4 * i, 4);
-            if (std::memcmp(&got, &want, 4) != 0 && !(std::isnan(got) && std::isnan(want))) {
-              ++bad;
-              ADD_FAILURE() << label(caps, rows) << " column " << k0 + i / n << " row " << i % n << ": got " << got
-                            << " want " << want;
-            }
-          }
-          if (bad) return;
+          if (!expect_one_hot_exact(y, x, p, k0, label(caps, rows))) return;
         }
     }
 }
 
-// FP32 outputs [m, n] of a clean and a poisoned weight: the rows in `rows` are NaN for every token
-// (inf_row may be +-Inf instead), every other row bit-identical to the clean one and finite.
-void expect_exactly_these_rows_nan(const std::vector<uint8_t>& y_clean, const std::vector<uint8_t>& y_nan, int64_t m,
-                                   int64_t n, const int64_t (&rows)[3], int64_t inf_row, const std::string& what) {
+// x through the plan (FP32 out) with a clean weight and a poisoned copy, both prepared in `layout`:
+// the rows in `rows` are NaN for every token (inf_row may be +-Inf instead), every other row
+// bit-identical to the clean one and finite.
+void expect_exactly_these_rows_nan(const linear::Plan& plan, const HostTensor& x, const PackedWeight& clean,
+                                   const PackedWeight& poisoned, WeightLayout layout, const int64_t (&rows)[3],
+                                   int64_t inf_row, const std::string& what) {
+  const std::vector<uint8_t> y_clean = run_on_device(plan, x, device_weight(clean, layout), nullptr);
+  const std::vector<uint8_t> y_nan = run_on_device(plan, x, device_weight(poisoned, layout), nullptr);
+  const int64_t m = x.view().size(0), n = plan.caps.n;
   for (int64_t t = 0; t < m; ++t)
     for (int64_t r = 0; r < n; ++r) {
       const bool nan_row = r == rows[0] || r == rows[1] || r == rows[2];
@@ -337,9 +351,7 @@ TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
       d[20 * k + 300] = 0xFF;
       d[47 * k + 511] = 0x7F;
       const HostTensor x = random_tensor(rng, act, {m, k});
-      const std::vector<uint8_t> y_clean = run_on_device(plan, x, device_weight(clean, layout), nullptr);
-      const std::vector<uint8_t> y_nan = run_on_device(plan, x, device_weight(poisoned, layout), nullptr);
-      expect_exactly_these_rows_nan(y_clean, y_nan, m, n, nan_rows, -1, label(caps, m));
+      expect_exactly_these_rows_nan(plan, x, clean, poisoned, layout, nan_rows, -1, label(caps, m));
     }
 }
 
@@ -368,9 +380,7 @@ TEST_F(LinearGpu, Iq2NanScalesTurnExactlyTheirRowsIntoNan) {
       set_d(30, 2, 0xFC00);  // -Inf
       set_d(47, 1, 0x7C01);  // signalling NaN pattern
       const HostTensor x = random_tensor(rng, act, {m, k});
-      const std::vector<uint8_t> y_clean = run_on_device(plan, x, device_weight(clean, WeightLayout::tile16), nullptr);
-      const std::vector<uint8_t> y_nan = run_on_device(plan, x, device_weight(poisoned, WeightLayout::tile16), nullptr);
-      expect_exactly_these_rows_nan(y_clean, y_nan, m, n, nan_rows, 30, label(caps, m));
+      expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, 30, label(caps, m));
     }
 }
 
@@ -432,20 +442,7 @@ TEST_F(LinearGpu, PrefillGivesEveryWeightExactlyWithOneHotActivations) {
     HostTensor x(act, {k, k});
     std::memset(x.view().data, 0, x.nbytes());
     for (int64_t t = 0; t < k; ++t) store_f32(x.view().data, act, t * k + t, 1.0f);
-    const std::vector<uint8_t> y = run_on_device(plan, x, w, nullptr);
-    HostTensor ref(DType::f64, {k, n});
-    reference_linear({x.view(), p.view(), ActMode::a16, 1.0f, TensorView{}, ref.view()});
-    int bad = 0;
-    for (int64_t i = 0; i < k * n && bad < 5; ++i) {
-      const float want = static_cast<float>(ref.ptr<double>()[i]);
-      float got;
-      std::memcpy(&got, y.data() + 4 * i, 4);
-      if (std::memcmp(&got, &want, 4) != 0 && !(std::isnan(got) && std::isnan(want))) {
-        ++bad;
-        ADD_FAILURE() << label(caps, k) << " column " << i / n << " row " << i % n << ": got " << got << " want "
-                      << want;
-      }
-    }
+    expect_one_hot_exact(run_on_device(plan, x, w, nullptr), x, p, 0, label(caps, k));
   }
 }
 
@@ -467,9 +464,7 @@ TEST_F(LinearGpu, PrefillTurnsRowsWithE4m3NanCodesIntoNan) {
       d[130 * k + 300] = 0xFF;
       d[303 * k + 511] = 0x7F;
       const HostTensor x = random_tensor(rng, act, {m, k});
-      const std::vector<uint8_t> y_clean = run_on_device(plan, x, device_weight(clean, WeightLayout::tile16), nullptr);
-      const std::vector<uint8_t> y_nan = run_on_device(plan, x, device_weight(poisoned, WeightLayout::tile16), nullptr);
-      expect_exactly_these_rows_nan(y_clean, y_nan, m, n, nan_rows, -1, label(caps, m));
+      expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, -1, label(caps, m));
     }
 }
 
@@ -523,9 +518,7 @@ TEST_F(LinearGpu, PrefillTurnsMxfp4RunsWithNanScalesIntoNan) {
   s[131 * runs + 7] = 0xFF;
   s[303 * runs + runs - 1] = 0xFF;
   const HostTensor x = random_tensor(rng, DType::bf16, {m, k});
-  const std::vector<uint8_t> y_clean = run_on_device(plan, x, device_weight(clean, WeightLayout::tile16), nullptr);
-  const std::vector<uint8_t> y_nan = run_on_device(plan, x, device_weight(poisoned, WeightLayout::tile16), nullptr);
-  expect_exactly_these_rows_nan(y_clean, y_nan, m, n, nan_rows, -1, label(caps, m));
+  expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, -1, label(caps, m));
 }
 
 TEST_F(LinearGpu, PrefillGraphCaptureReplaysChangedX) {

@@ -311,6 +311,17 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
   }
 }
 
+// Whether the lane's rows g / g + 8 hold an E4M3 NaN code (the e4m3_nan_bits the lane OR-ed up, and
+// its quad's): a NaN code anywhere in a row makes the row's sums NaN. Every lane calls it (shuffles).
+B12X_DEV void mma_rows_nan(unsigned nan_lo, unsigned nan_hi, bool& row_lo, bool& row_hi) {
+  unsigned f_lo = nan_lo & 0x80808080u, f_hi = nan_hi & 0x80808080u;
+  f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 1);
+  f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 2);
+  f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 1);
+  f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 2);
+  row_lo = f_lo != 0, row_hi = f_hi != 0;
+}
+
 // The end of both mma kernels (every thread calls it: it holds a __syncthreads): add the accumulator
 // sets, turn rows with E4M3 NaN codes into NaN, publish the warp's partial tile, and in slice 0 of a
 // tile that `store`s, add the ksplit slices in slice order and run the epilogue for rows < n.
@@ -328,12 +339,8 @@ B12X_DEV void mma_finish_tile(const float (&acc)[mma_acc_sets(kNT)][kNT][4], uns
     for (int q = 0; q < 4; ++q) out[nt][q] = kSets == 1 ? acc[0][nt][q] : acc[0][nt][q] + acc[kSets - 1][nt][q];
 
   if constexpr (kTrackNan) {
-    // A NaN code anywhere in a row makes its sums NaN: share the flags across the row's quad.
-    unsigned f_lo = nan_lo & 0x80808080u, f_hi = nan_hi & 0x80808080u;
-    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 1);
-    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 2);
-    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 1);
-    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 2);
+    bool f_lo, f_hi;
+    mma_rows_nan(nan_lo, nan_hi, f_lo, f_hi);
     const float qnan = f32_from_bits(0x7FC00000u);
     B12X_UNROLL
     for (int nt = 0; nt < kNT; ++nt) {

@@ -282,11 +282,8 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   release(kblocks - 1);
 
   if constexpr (kTrackNan) {
-    unsigned f_lo = nan_lo & 0x80808080u, f_hi = nan_hi & 0x80808080u;
-    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 1);
-    f_lo |= __shfl_xor_sync(0xFFFFFFFFu, f_lo, 2);
-    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 1);
-    f_hi |= __shfl_xor_sync(0xFFFFFFFFu, f_hi, 2);
+    bool f_lo, f_hi;
+    mma_rows_nan(nan_lo, nan_hi, f_lo, f_hi);
     const float qnan = f32_from_bits(0x7FC00000u);
     B12X_UNROLL
     for (int c = 0; c < kBN / 8; ++c) {
