@@ -4,6 +4,7 @@
 
 #include "b12x/core/error.h"
 #include "b12x/formats/format.h"
+#include "b12x/linear/linear.h"
 #include "runtime/cuda_api.h"
 
 namespace b12x::torch_ext {
@@ -100,6 +101,13 @@ void check_not_capturing(cudaStream_t stream, const std::string& what) {
         "CUDA graph capture is in progress on the current stream, but " + what +
         " must happen before capture (plans are made and weights prepared outside graphs; run the layer once, or "
         "call b12x.linear.plan / b12x.prewarm, before capturing)");
+}
+
+int64_t linear_prefill_capacity(int64_t m) {
+  B12X_CHECK_ARG(m <= linear::kMaxTokens, "x", "has ", m, " rows; the prefill path serves at most ", linear::kMaxTokens);
+  int64_t cap = 2 * linear::kMaxDecodeTokens;
+  while (cap < m) cap *= 2;
+  return cap;
 }
 
 }  // namespace b12x::torch_ext

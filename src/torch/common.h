@@ -42,6 +42,10 @@ bool stream_capturing(cudaStream_t stream);
 // plan") must happen before capture.
 void check_not_capturing(cudaStream_t stream, const std::string& what);
 
+// The max_tokens of the linear prefill plan that serves M rows (M > 16): the power of two >= M, so a
+// few plans cover every M (linear_ops.cpp runs with it, prewarm warms it).
+int64_t linear_prefill_capacity(int64_t m);
+
 // Plans of one op, made once per key and kept for the life of the process (bindings made from them
 // live only inside one op call). A miss while `stream` captures a CUDA graph raises
 // KernelResolutionFrozenError: plans are made before capture.

@@ -59,15 +59,9 @@ at::Tensor rows_of(const at::Tensor& x, int64_t k) {
   return x2;
 }
 
-// Whether M > 16 runs on the prefill kernel for this weight, and the max_tokens of its plan.
+// Whether M > 16 runs on the prefill kernel for this weight (its plan: linear_prefill_capacity).
 bool prefill_serves(const WeightView& w, DType act) {
   return w.layout == WeightLayout::tile16 && linear::prefill_supports(w.format, act);
-}
-int64_t prefill_capacity(int64_t m) {
-  B12X_CHECK_ARG(m <= linear::kMaxTokens, "x", "has ", m, " rows; the prefill path serves at most ", linear::kMaxTokens);
-  int64_t cap = 2 * linear::kMaxDecodeTokens;
-  while (cap < m) cap *= 2;
-  return cap;
 }
 
 void check_out(const at::Tensor& x, const WeightView& w, const at::Tensor& out) {
@@ -115,7 +109,8 @@ void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<a
   const TensorView xv = view_of(x2, "x");
   const TensorView yv = view_of(out, "out");
   if (m > linear::kMaxDecodeTokens && prefill_serves(w, act_dtype)) {
-    const linear::Plan& plan = plan_for(caps_for(w, act_dtype, out_dtype, bias_view, prefill_capacity(m)), device, stream);
+    const linear::Plan& plan =
+        plan_for(caps_for(w, act_dtype, out_dtype, bias_view, linear_prefill_capacity(m)), device, stream);
     TensorView xm(xv.data, act_dtype, {m, w.k}, xv.device);
     TensorView ym(yv.data, out_dtype, {m, w.n}, yv.device);
     linear::run(linear::bind(plan, Scratch{nullptr, 0, xv.device}, xm, w, bias_view, ym), stream);
@@ -206,7 +201,7 @@ std::vector<std::string> linear_plan(std::string_view format, int64_t n, int64_t
     const bool prefill = max_tokens > linear::kMaxDecodeTokens && caps.layout == WeightLayout::tile16 &&
                          linear::prefill_supports(caps.format, caps.act_dtype);
     if (prefill) {  // the plan linear_cuda uses for M = max_tokens (its paths cover every smaller M)
-      caps.max_tokens = prefill_capacity(max_tokens);
+      caps.max_tokens = linear_prefill_capacity(max_tokens);
       for (const linear::PlanPath& p : plan_for(caps, index, stream).paths)
         served.push_back(detail::concat("M<=", p.max_tokens, ": ", p.name));
       return served;

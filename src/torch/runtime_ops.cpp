@@ -1,5 +1,6 @@
 // torch.ops.b12x.prewarm / freeze_kernel_resolution / unfreeze_kernel_resolution /
 // kernel_resolution_frozen / compile_cache_info: the runtime (docs/RUNTIME.md) from Python.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <torch/library.h>
 
@@ -31,9 +32,7 @@ std::vector<int64_t> prewarm_op(std::string_view op, std::string_view format, in
     for (int64_t t : tokens) {
       int64_t served = t;
       if (op == "linear" && t > linear::kMaxDecodeTokens) {
-        served = linear::kMaxDecodeTokens;
-        if (prefill)
-          for (served = 2 * linear::kMaxDecodeTokens; served < t && served < linear::kMaxTokens;) served *= 2;
+        served = prefill ? linear_prefill_capacity(std::min(t, linear::kMaxTokens)) : linear::kMaxDecodeTokens;
       }
       item.tokens.push_back(served);
     }
