@@ -4,8 +4,8 @@
     y = b12x.linear.mm(x, w, bias)                                                       # per call
 
 CUDA (BF16/FP16 activations, act_mode 'a16'): M <= 16 rows in one launch of a decode kernel; larger
-M in one launch of the prefill kernel (wgmma) for tile16 weights of bf16/f16, fp8, fp8_channel,
-nvfp4 and (bf16 x) mxfp4, else as ceil(M/16) launches of the 16-token path. CPU runs the reference
+M in one launch of the prefill kernel (wgmma) for tile16 weights of every format but IQ2, else as
+ceil(M/16) launches of the 16-token path. CPU runs the reference
 (float64 accumulation; every activation mode). See docs/TORCH.md.
 """
 from dataclasses import dataclass

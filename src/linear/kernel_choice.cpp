@@ -24,17 +24,8 @@ bool tile16_supports(Format format, DType act_dtype) {
          (is_iq2_format(format) && (act_dtype == DType::bf16 || act_dtype == DType::f16));
 }
 
-bool prefill_supports(Format format, DType act_dtype) {
-  switch (format) {
-    case Format::bf16:
-    case Format::mxfp4: return act_dtype == DType::bf16;  // MXFP4: its scale folds exactly into BF16 only
-    case Format::f16: return act_dtype == DType::f16;
-    case Format::fp8_tensor:
-    case Format::fp8_channel:
-    case Format::nvfp4: return act_dtype == DType::bf16 || act_dtype == DType::f16;
-    default: return false;
-  }
-}
+// The prefill kernel (wgmma_tile16.cuh: wgmma_supports) serves what the decode mma path serves.
+bool prefill_supports(Format format, DType act_dtype) { return mma_supports(format, act_dtype); }
 
 WeightLayout preferred_layout(Format format, DType act_dtype) {
   const bool sixteen_bit = format == Format::bf16 || format == Format::f16;

@@ -90,14 +90,16 @@ KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta) {
 
 // The prefill paths as (largest M, tokens per CTA), in order, the last one ending at max_tokens: 64
 // tokens per CTA up to M = 64, 128 up to 128, and 128 further while 256-token CTAs would not give
-// every SM one (a grid of ceil(M / 256) x ceil(N / 128) CTAs below the SM count), then 256.
+// every SM one (a grid of ceil(M / 256) x ceil(N / 128) CTAs below the SM count), then 256; formats
+// whose block scales are promoted (wgmma_max_tokens_per_cta) stay at 128.
 std::vector<std::pair<int64_t, int>> prefill_buckets(const Caps& caps, int sm_count) {
   const int64_t row_ctas = (caps.n + device::kWgRows - 1) / device::kWgRows;
   const int64_t sms = std::max(sm_count, 1);
   const int64_t fill = 256 * ((sms + row_ctas - 1) / row_ctas - 1);  // largest M with too few 256-token CTAs
+  const int widest = device::wgmma_max_tokens_per_cta(static_cast<int>(caps.format), act_code(caps.act_dtype));
   std::vector<std::pair<int64_t, int>> all = {{kPrefillBuckets[0], 64}, {kPrefillBuckets[1], 128}};
-  if (fill > kPrefillBuckets[1]) all.emplace_back(fill, 128);
-  all.emplace_back(kMaxTokens, 256);
+  if (widest == 256 && fill > kPrefillBuckets[1]) all.emplace_back(fill, 128);
+  all.emplace_back(kMaxTokens, widest);
   std::vector<std::pair<int64_t, int>> out;
   for (const auto& [top, bn] : all) {
     out.emplace_back(std::min(top, caps.max_tokens), bn);
@@ -381,6 +383,7 @@ std::vector<KernelSpec> all_kernel_specs() {
       if (!prefill_supports(info.format, act)) continue;
       for (int bn : {64, 128, 256})
         for (DType out : {DType::bf16, DType::f16, DType::f32}) {
+          if (bn > device::wgmma_max_tokens_per_cta(static_cast<int>(info.format), act_code(act))) continue;
           Caps caps;
           caps.format = info.format;
           caps.act_dtype = act;

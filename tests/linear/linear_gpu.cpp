@@ -451,7 +451,7 @@ TEST_F(LinearGpu, PrefillTurnsRowsWithE4m3NanCodesIntoNan) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int64_t n = 304, k = 512, m = 40;
-  for (Format f : {Format::fp8_tensor, Format::fp8_channel})
+  for (Format f : {Format::fp8_tensor, Format::fp8_channel, Format::fp8_block, Format::mxfp8})
     for (DType act : {DType::bf16, DType::f16}) {
       linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
       caps.layout = WeightLayout::tile16;
@@ -473,7 +473,7 @@ TEST_F(LinearGpu, PrefillLargeShapeMatchesReference) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (Format f : {Format::fp8_channel, Format::nvfp4}) {
+  for (Format f : {Format::fp8_channel, Format::nvfp4, Format::fp8_block, Format::q8_0}) {
     linear::Caps caps = make_caps(f, 1024, 2048, 600, DType::bf16, DType::bf16, true, DType::f32);
     caps.layout = WeightLayout::tile16;
     const linear::Plan plan = linear::plan(caps);
@@ -500,25 +500,55 @@ TEST_F(LinearGpu, PrefillLargeShapeMatchesReference) {
   }
 }
 
-TEST_F(LinearGpu, PrefillTurnsMxfp4RunsWithNanScalesIntoNan) {
+TEST_F(LinearGpu, PrefillTurnsMxRunsWithNanScalesIntoNan) {
   // A UE8M0 NaN scale (255) makes its run's decoded weights NaN in the reference: exactly those rows
-  // come out NaN for every token, the others bit-identical.
+  // come out NaN for every token, the others bit-identical. MXFP4 with BF16 x folds the scale into
+  // the decoded pairs; MXFP8 and MXFP4 with F16 x multiply the runs' partial sums by it.
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int64_t n = 304, k = 512, m = 40, runs = k / 32;
-  linear::Caps caps = make_caps(Format::mxfp4, n, k, m, DType::bf16, DType::f32, false, DType::bf16);
-  caps.layout = WeightLayout::tile16;
-  const linear::Plan plan = linear::plan(caps);
-  const PackedWeight clean = random_weight(Format::mxfp4, n, k, rng);
-  PackedWeight poisoned = clean;  // a deep copy
-  uint8_t* s = static_cast<uint8_t*>(poisoned.scale.view().data);
-  const int64_t nan_rows[] = {0, 131, 303};
-  s[0 * runs + 0] = 0xFF;
-  s[131 * runs + 7] = 0xFF;
-  s[303 * runs + runs - 1] = 0xFF;
-  const HostTensor x = random_tensor(rng, DType::bf16, {m, k});
-  expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, -1, label(caps, m));
+  for (const auto& [f, act] : {std::pair{Format::mxfp4, DType::bf16}, std::pair{Format::mxfp4, DType::f16},
+                               std::pair{Format::mxfp8, DType::bf16}, std::pair{Format::mxfp8, DType::f16}}) {
+    linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
+    caps.layout = WeightLayout::tile16;
+    const linear::Plan plan = linear::plan(caps);
+    const PackedWeight clean = random_weight(f, n, k, rng);
+    PackedWeight poisoned = clean;  // a deep copy
+    uint8_t* s = static_cast<uint8_t*>(poisoned.scale.view().data);
+    const int64_t nan_rows[] = {0, 131, 303};
+    s[0 * runs + 0] = 0xFF;
+    s[131 * runs + 7] = 0xFF;
+    s[303 * runs + runs - 1] = 0xFF;
+    const HostTensor x = random_tensor(rng, act, {m, k});
+    expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, -1, label(caps, m));
+  }
+}
+
+// Q8_0 on the prefill path: a NaN or Inf FP16 d (its block's weights NaN / Inf in the reference) turns
+// exactly its row into NaN for every token (the -Inf row: NaN or +-Inf), the other rows bit-identical.
+TEST_F(LinearGpu, PrefillQ8_0NanScalesTurnExactlyTheirRowsIntoNan) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 304, k = 512, m = 40, row_bytes = 34 * (k / 32);
+  for (DType act : {DType::bf16, DType::f16}) {
+    linear::Caps caps = make_caps(Format::q8_0, n, k, m, act, DType::f32, false, DType::bf16);
+    caps.layout = WeightLayout::tile16;
+    const linear::Plan plan = linear::plan(caps);
+    const PackedWeight clean = random_weight(Format::q8_0, n, k, rng);
+    PackedWeight poisoned = clean;  // a deep copy
+    uint8_t* d = static_cast<uint8_t*>(poisoned.data.view().data);
+    auto set_d = [&](int64_t row, int64_t b, unsigned bits) {
+      d[row * row_bytes + 34 * b] = static_cast<uint8_t>(bits), d[row * row_bytes + 34 * b + 1] = static_cast<uint8_t>(bits >> 8);
+    };
+    const int64_t nan_rows[] = {5, 140, 303};
+    set_d(5, 0, 0x7E00);     // NaN
+    set_d(140, 9, 0xFC00);   // -Inf
+    set_d(303, 15, 0x7C01);  // signalling NaN pattern
+    const HostTensor x = random_tensor(rng, act, {m, k});
+    expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, 140, label(caps, m));
+  }
 }
 
 TEST_F(LinearGpu, PrefillGraphCaptureReplaysChangedX) {

@@ -121,10 +121,12 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   const auto specs = linear::all_kernel_specs();
   // gemv: formats x 5 buckets x 2 act x 3 out; mma and mma_tile16: served (format, act) x 2 token
   // tiles x 3 out each; mma_iq2: 2 formats x 2 act x 2 token tiles x 3 out; wgmma_tile16 (prefill):
-  // bf16/bf16, f16/f16, mxfp4/bf16 and 3 formats x 2 act, x 3 tokens per CTA x 3 out, sm_90a only.
+  // the mma combinations x 3 out, with 64 / 128 / 256 tokens per CTA where the block scale folds
+  // (bf16, f16, fp8, fp8_channel, nvfp4 x 2 act, mxfp4 x bf16: 9) and 64 / 128 where it is promoted
+  // (fp8_block, mxfp8, q8_0 x 2 act, mxfp4 x f16: 7), sm_90a only.
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
   EXPECT_EQ(specs.size(),
-            all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 + 9 * 3 * 3);
+            all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 + (9 * 3 + 7 * 2) * 3);
   std::set<std::string> names;
   size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0;
   for (const auto& s : specs) {
@@ -156,7 +158,7 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a", "sm_120a"}));
     EXPECT_GT(s.max_registers, 0);
   }
-  EXPECT_EQ(prefill, 9u * 3 * 3);
+  EXPECT_EQ(prefill, (9u * 3 + 7 * 2) * 3);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
   EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
   EXPECT_EQ(iq2, 2u * 2 * 2 * 3);
@@ -217,6 +219,23 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
   EXPECT_EQ(linear::plan_path(caps, 1025, 16).max_tokens, 4096);  // 16 SMs: no 128-token bucket above 128
   EXPECT_EQ(linear::plan_path(caps, 200, 16).tokens_per_cta, 256);
   caps.n = 28672;
+  // Promoted block scales (fp8_block, mxfp8, q8_0, mxfp4 with F16 x): at most 128 tokens per CTA.
+  for (const auto& [f, act] : {std::pair{Format::mxfp8, DType::bf16}, std::pair{Format::q8_0, DType::f16},
+                               std::pair{Format::fp8_block, DType::bf16}, std::pair{Format::mxfp4, DType::f16}}) {
+    linear::Caps pc = make_caps(f, 4096, 8192, 4096, act);
+    pc.layout = WeightLayout::tile16;
+    EXPECT_EQ(linear::plan_path(pc, 64, 132).tokens_per_cta, 64);
+    EXPECT_EQ(linear::plan_path(pc, 65, 132).tokens_per_cta, 128);
+    EXPECT_EQ(linear::plan_path(pc, 65, 132).max_tokens, 128);
+    EXPECT_EQ(linear::plan_path(pc, 4096, 132).tokens_per_cta, 128);
+    EXPECT_EQ(linear::plan_path(pc, 129, 132).max_tokens, 4096);
+    EXPECT_EQ(linear::kernel_specs(pc).size(), 4u);  // mma_tile16 x 2 token tiles, wgmma 64 and 128
+  }
+  EXPECT_EQ(linear::plan_path([&] {
+              linear::Caps c = caps;
+              c.format = Format::mxfp4;  // BF16 x: the scale folds, 256 tokens per CTA
+              return c;
+            }(), 4096, 132).tokens_per_cta, 256);
   // A small max_tokens: one prefill path of max_tokens itself.
   caps.max_tokens = 40;
   EXPECT_EQ(linear::plan_path(caps, 40, 132).max_tokens, 40);
@@ -228,6 +247,7 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
       if (!linear::prefill_supports(info.format, act)) continue;
       for (int bn : {64, 128, 256}) {
         const int f = static_cast<int>(info.format);
+        if (bn > device::wgmma_max_tokens_per_cta(f, act == DType::bf16 ? device::kActBf16 : device::kActF16)) continue;
         EXPECT_GE(device::wgmma_stages(f, bn), 3) << info.name << " " << bn;
         EXPECT_LE(device::wgmma_smem_bytes(f, bn), 227 * 1024) << info.name << " " << bn;
         EXPECT_LE(device::wgmma_out_bytes(bn), device::wgmma_stages(f, bn) * device::wgmma_stage_bytes(f, bn));
@@ -421,9 +441,8 @@ TEST(LinearCompile, PlanRejectsBadCapsWithoutAGpu) {
     c.layout = WeightLayout::tile16;
     return c;
   };
-  for (const Caps& c : {make_caps(Format::nvfp4, 4096, 4096, 17), tile16_caps(Format::mxfp8, 64),
-                        tile16_caps(Format::q8_0, 8192), tile16_caps(Format::iq2_xs, 17),
-                        tile16_caps(Format::mxfp4, 64, DType::f16)}) {
+  for (const Caps& c : {make_caps(Format::nvfp4, 4096, 4096, 17), make_caps(Format::q8_0, 4096, 4096, 64),
+                        tile16_caps(Format::iq2_xs, 17), tile16_caps(Format::iq2_xxs, 8192, DType::f16)}) {
     try {
       linear::plan(c);
       ADD_FAILURE() << format_info(c.format).name << " max_tokens " << c.max_tokens << " must throw Unsupported";
@@ -436,6 +455,8 @@ TEST(LinearCompile, PlanRejectsBadCapsWithoutAGpu) {
   // Valid caps pass validation (then resolving needs a GPU, which may or may not be here).
   for (const Caps& ok : {make_caps(Format::fp8_block, 300, 160, 3), make_caps(Format::nvfp4, 1, 32, 16, DType::f16),
                          tile16_caps(Format::fp8_channel, 8192), tile16_caps(Format::nvfp4, 17, DType::f16),
+                         tile16_caps(Format::mxfp8, 64), tile16_caps(Format::q8_0, 8192),
+                         tile16_caps(Format::mxfp4, 64, DType::f16), tile16_caps(Format::fp8_block, 300),
                          make_caps(Format::iq2_xxs, 3, 768, 1, DType::bf16, DType::f32, true, DType::f16)}) {
     try {
       linear::plan(ok);

@@ -23,9 +23,8 @@
 // The prefill path (M > 16 tokens, sm_90a): wgmma_tile16 (src/linear/kernels/wgmma_tile16.cuh), a
 // warp-specialised wgmma GEMM on tile16 weights: the weight rows are the MMA's M side, decoded
 // exactly into register fragments in the main loop; x arrives by TMA. It serves the formats of
-// prefill_supports (BF16, F16, FP8 per tensor / per channel, NVFP4, MXFP4 with BF16 x today);
-// max_tokens > 16 with
-// another format or with checkpoint-layout weights throws Unsupported.
+// prefill_supports (every format of the decode mma path; IQ2 not yet); max_tokens > 16 with IQ2 or
+// with checkpoint-layout weights throws Unsupported.
 // A plan covers every token count up to caps.max_tokens: it resolves one kernel per token bucket
 // (1, 2, 4, 8, 16, then for prefill 64, 128, possibly one more (see kPrefillBuckets) and max_tokens)
 // up to the bucket of max_tokens, and bind
@@ -64,7 +63,8 @@ inline constexpr int64_t kMaxTokens = int64_t{1} << 24;
 // bucket >= M.
 inline constexpr int64_t kTokenBuckets[] = {1, 2, 4, 8, 16};
 // The first prefill buckets (64 and 128 tokens per CTA). Above them: 128 tokens per CTA while
-// 256-token CTAs would leave SMs idle (ceil(M / 256) x ceil(N / 128) below the SM count), then 256.
+// 256-token CTAs would leave SMs idle (ceil(M / 256) x ceil(N / 128) below the SM count), then 256
+// (formats with promoted block scales: 128 throughout).
 inline constexpr int64_t kPrefillBuckets[] = {64, 128};
 
 // The smallest token bucket >= tokens (kMaxDecodeTokens for anything larger).
@@ -96,9 +96,11 @@ bool mma_supports(Format format, DType act_dtype);
 bool tile16_supports(Format format, DType act_dtype);
 
 // Whether the prefill kernel (M > 16) serves tile16 weights of this format with these activations:
-// BF16 / F16 (same type as x), FP8 per tensor and per channel, NVFP4, and MXFP4 with BF16 x (its
-// UE8M0 scale folds exactly into BF16 only). MXFP8, Q8_0, fp8_block, IQ2 and MXFP4 with F16 x need
-// their block scales on FP32 partial sums or a codebook: not yet, issue 5.
+// what mma_supports serves (BF16 / F16 with the same type as x; FP8 per tensor, per channel and in
+// 128x128 blocks, MXFP8, NVFP4, MXFP4, Q8_0 with either). NVFP4's and (BF16 x) MXFP4's block scales
+// fold exactly into the decoded 16-bit pairs; MXFP8's, Q8_0's, fp8_block's and (F16 x) MXFP4's
+// multiply FP32 partial sums per 32 K (fp8_block: 64 K), at most 128 tokens per CTA. IQ2 (a
+// codebook) not yet: issue 5.
 bool prefill_supports(Format format, DType act_dtype);
 
 // The layout to prepare a weight in for the fastest decode path, as measured on the H200

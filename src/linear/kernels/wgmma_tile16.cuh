@@ -24,9 +24,14 @@
 //
 // Scales: fp8_channel's row scale and the FP32 tensor scale (fp8_tensor, nvfp4 weight_scale_2) in
 // the epilogue, like reference_linear's alpha; NVFP4's E4M3 block scale and (BF16 activations only)
-// MXFP4's UE8M0 scale folded exactly into the decoded pair (pack16.cuh: ue8m0_bf16_pair). Formats
-// whose block scales must multiply FP32 partial sums (MXFP8, Q8_0, fp8_block; MXFP4 with F16
-// activations) and IQ2 are not served yet (wgmma_supports).
+// MXFP4's UE8M0 scale folded exactly into the decoded pair (pack16.cuh: ue8m0_bf16_pair). The block
+// scales that do not fold exactly (MXFP8: E4M3 x 2^e leaves BF16's range below 2^-133; Q8_0's FP16
+// d; MXFP4 into F16; fp8_block's FP32) multiply FP32 partial sums, as the decode path does: each
+// scale group's wgmma (a run of 32 K; fp8_block: the 64-K stage) accumulate into a zeroed second
+// set, the warpgroup waits for them, and acc += scale(row) * part (wgmma_promoted; at most 128
+// tokens per CTA for the registers). While a stage's last group runs, the next stage is decoded,
+// and the other consumer warpgroup's wgmma keep the tensor cores busy during the wait. IQ2 is not
+// served yet (wgmma_supports).
 //
 // Epilogue: the accumulators (rows g, g + 8 of the warp's tile, tokens 8c + 2t, +1) go through shared
 // memory as FP32 [token][row] (the ring is free by then), and every consumer thread then writes
@@ -43,13 +48,30 @@ constexpr int kWgRows = 128;     // weight rows per CTA
 constexpr int kWgStageK = 64;    // K per stage: two runs; x box rows of 128 bytes (the swizzle span)
 constexpr int kWgSmemBudget = 200 * 1024;
 
-// Formats the prefill kernel serves (with activations act): their decoded pairs are exact and need
-// no per-run scaling of partial sums.
-constexpr bool wgmma_supports(int format, int act) {
-  return format == kFmtBf16 || format == kFmtMxfp4 ? act == kActBf16
-         : format == kFmtF16                        ? act == kActF16
-                                                    : format == kFmtFp8Tensor || format == kFmtFp8Channel || format == kFmtNvfp4;
+// Formats whose block scales multiply FP32 partial sums (their decoded elements are exact in the
+// 16-bit type, the products with the scale are not): per run of 32 K (MXFP8, Q8_0, MXFP4 with F16
+// x: promotion) or per 64-K stage (fp8_block, whose 128x128 block covers the CTA's 128 rows).
+constexpr bool wgmma_run_scaled(int format, int act) {
+  return format == kFmtMxfp8 || format == kFmtQ8_0 || (format == kFmtMxfp4 && act == kActF16);
 }
+constexpr bool wgmma_stage_scaled(int format) { return format == kFmtFp8Block; }
+constexpr bool wgmma_promoted(int format, int act) {
+  return wgmma_run_scaled(format, act) || wgmma_stage_scaled(format);
+}
+
+// Formats the prefill kernel serves with activations act: every format of the decode mma path
+// (16-bit weights only with their own type); IQ2 not yet.
+constexpr bool wgmma_supports(int format, int act) {
+  return format == kFmtBf16 ? act == kActBf16
+         : format == kFmtF16 ? act == kActF16
+                             : format == kFmtFp8Tensor || format == kFmtFp8Channel || format == kFmtFp8Block ||
+                                   format == kFmtMxfp8 || format == kFmtNvfp4 || format == kFmtMxfp4 ||
+                                   format == kFmtQ8_0;
+}
+
+// Tokens per CTA the kernel may take: promotion keeps a second accumulator set of kBN / 2 registers,
+// which fits the consumers' 232 registers up to 128 tokens.
+constexpr int wgmma_max_tokens_per_cta(int format, int act) { return wgmma_promoted(format, act) ? 128 : 256; }
 
 constexpr int wgmma_x_bytes(int bn) { return bn * 2 * kWgStageK; }
 constexpr int wgmma_w_bytes(int format) {
@@ -127,6 +149,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   using namespace device;
   static_assert(wgmma_supports(kFormat, kAct), "format not served by the prefill kernel");
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "tokens per CTA: 64, 128 or 256");
+  static_assert(kBN <= wgmma_max_tokens_per_cta(kFormat, kAct), "promoted formats: at most 128 tokens per CTA");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kT = kAct;
   constexpr int kS = wgmma_stages(kFormat, kBN), kStage = wgmma_stage_bytes(kFormat, kBN);
@@ -134,6 +157,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   constexpr int kXBytes = wgmma_x_bytes(kBN);
   constexpr int kWords = mma_lane_words(kFormat);
   constexpr bool kTrackNan = mma_track_e4m3_nan(kFormat, kT);
+  constexpr bool kRunScaled = wgmma_run_scaled(kFormat, kAct), kStageScaled = wgmma_stage_scaled(kFormat);
   static_assert(kS >= 2, "ring of at least two stages");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
@@ -191,8 +215,9 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
   unsigned nan_lo = 0, nan_hi = 0;
 
-  // Stage kb's A fragments ([run][k16 step][fragment]) from the weight chunks, once they have landed.
-  auto load_stage = [&](int kb, unsigned (&a)[2][2][4]) {
+  // Stage kb's A fragments ([run][k16 step][fragment]) from the weight chunks, once they have landed,
+  // and (run-scaled formats) its runs' block scales of rows g, g + 8 as FP32 (rs[run][lo / hi]).
+  auto load_stage = [&](int kb, unsigned (&a)[2][2][4], float (&rs)[2][2]) {
     const int s = kb % kS;
     mbar_wait(full(s), (kb / kS) & 1);
     const unsigned char* st = ring + s * kStage;
@@ -223,17 +248,22 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         const unsigned pr = !live ? 0u : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 16 * (t >> 1) + 2 * g);
         if constexpr (kTrackNan) nan_lo |= e4m3_nan_bits(pr & 0xFFu), nan_hi |= e4m3_nan_bits(pr >> 8);
         sb_lo = e4m3_scale_pair<kT>(pr & 0xFFu), sb_hi = e4m3_scale_pair<kT>(pr >> 8);
-      } else if constexpr (kFormat == kFmtMxfp4) {  // UE8M0 byte pair (row g, row g + 8)
+      } else if constexpr (kFormat == kFmtMxfp4 || kFormat == kFmtMxfp8) {  // UE8M0 byte pair (row g, row g + 8)
         const unsigned pr = !live ? 0u : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g);
-        sb_lo = ue8m0_bf16_pair(pr & 0xFFu), sb_hi = ue8m0_bf16_pair(pr >> 8);
-      } else if constexpr (kTrackNan) {
+        if constexpr (kRunScaled) rs[u][0] = ue8m0_to_f32(pr & 0xFFu), rs[u][1] = ue8m0_to_f32(pr >> 8);
+        else sb_lo = ue8m0_bf16_pair(pr & 0xFFu), sb_hi = ue8m0_bf16_pair(pr >> 8);
+      } else if constexpr (kFormat == kFmtQ8_0) {  // d word g after the slots: d(row g) | d(row g + 8) << 16
+        const unsigned d = !live ? 0u : *reinterpret_cast<const unsigned*>(w + u * kC + 512 + 4 * g);
+        rs[u][0] = f16_to_f32(d & 0xFFFFu), rs[u][1] = f16_to_f32(d >> 16);
+      }
+      if constexpr (kTrackNan && kFormat != kFmtNvfp4) {
         B12X_UNROLL
         for (int i = 0; i < kWords; ++i) nan_lo |= e4m3_nan_bits(lo[i]), nan_hi |= e4m3_nan_bits(hi[i]);
       }
       unsigned pl[4], ph[4];
       mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(lo, sb_lo, pl);
       mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(hi, sb_hi, ph);
-      if constexpr (kFormat == kFmtMxfp4) {  // the block scale, folded exactly (pack16.cuh)
+      if constexpr (kFormat == kFmtMxfp4 && !kRunScaled) {  // the block scale, folded exactly (pack16.cuh)
         B12X_UNROLL
         for (int i = 0; i < 4; ++i) pl[i] = mul2<kT>(pl[i], sb_lo), ph[i] = mul2<kT>(ph[i], sb_hi);
       }
@@ -265,21 +295,62 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   };
   // Two register sets: stage kb + 1 is decoded while the wgmma of stage kb run.
   unsigned a0[2][2][4], a1[2][2][4];
-  load_stage(0, a0);
-  for (int kb = 0; kb < kblocks; kb += 2) {
-    issue(kb, a0);
-    if (kb > 0) wgmma_wait<1>(), release(kb - 1);  // a1 is free again
-    if (kb + 1 < kblocks) {
-      load_stage(kb + 1, a1);
-      issue(kb + 1, a1);
-      wgmma_wait<1>();  // stage kb done: a0 is free again
+  float rs0[2][2] = {}, rs1[2][2] = {};
+  if constexpr (kRunScaled || kStageScaled) {
+    // Promotion: per scale group, wgmma into the zeroed `part`, wait, acc += scale(row) * part.
+    // (ptxas turns the zeroing into the first wgmma's zero C operand.)
+    float part[kBN / 2];
+    const long long scale_cols = (k + 127) >> 7;  // fp8_block: [ceil(N / 128), ceil(K / 128)] FP32
+    auto run_stage = [&](int kb, unsigned (&a)[2][2][4], const float (&rs)[2][2], bool next,
+                         unsigned (&an)[2][2][4], float (&rsn)[2][2]) {
+      const unsigned x_addr = smem_u32(ring + (kb % kS) * kStage);
+      // fp8_block: the CTA's 128 rows are block row blockIdx.y; stage kb lies in K block kb / 2.
+      const float bs = kStageScaled ? ld_f32(scale + 4 * (static_cast<long long>(blockIdx.y) * scale_cols + (kb >> 1)))
+                                    : 0.0f;
+      constexpr int kGroups = kStageScaled ? 1 : 2;
+      B12X_UNROLL
+      for (int gi = 0; gi < kGroups; ++gi) {
+        B12X_UNROLL
+        for (int i = 0; i < kBN / 2; ++i) part[i] = 0.0f;
+        wgmma_fence_regs(part);
+        wgmma_fence();
+        B12X_UNROLL
+        for (int u = kGroups == 1 ? 0 : gi; u < (kGroups == 1 ? 2 : gi + 1); ++u)
+          B12X_UNROLL
+          for (int ks = 0; ks < 2; ++ks) wgmma_rs<kBN, kT>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * (2 * u + ks)));
+        wgmma_commit();
+        if (gi == kGroups - 1 && next) load_stage(kb + 1, an, rsn);  // decoded while the last group runs
+        wgmma_wait<0>();
+        wgmma_fence_regs(part);
+        // Accumulator i: row g (i % 4 < 2) or g + 8 of the warp's tile.
+        B12X_UNROLL
+        for (int i = 0; i < kBN / 2; ++i)
+          acc[i] = fma_f32(kStageScaled ? bs : rs[gi][(i >> 1) & 1], part[i], acc[i]);
+      }
       release(kb);
-      if (kb + 2 < kblocks) load_stage(kb + 2, a0);
+    };
+    load_stage(0, a0, rs0);
+    for (int kb = 0; kb < kblocks; kb += 2) {
+      run_stage(kb, a0, rs0, kb + 1 < kblocks, a1, rs1);
+      if (kb + 1 < kblocks) run_stage(kb + 1, a1, rs1, kb + 2 < kblocks, a0, rs0);
     }
+  } else {
+    load_stage(0, a0, rs0);
+    for (int kb = 0; kb < kblocks; kb += 2) {
+      issue(kb, a0);
+      if (kb > 0) wgmma_wait<1>(), release(kb - 1);  // a1 is free again
+      if (kb + 1 < kblocks) {
+        load_stage(kb + 1, a1, rs1);
+        issue(kb + 1, a1);
+        wgmma_wait<1>();  // stage kb done: a0 is free again
+        release(kb);
+        if (kb + 2 < kblocks) load_stage(kb + 2, a0, rs0);
+      }
+    }
+    wgmma_wait<0>();
+    wgmma_fence_regs(acc);
+    release(kblocks - 1);
   }
-  wgmma_wait<0>();
-  wgmma_fence_regs(acc);
-  release(kblocks - 1);
 
   if constexpr (kTrackNan) {
     bool f_lo, f_hi;
