@@ -74,28 +74,34 @@ constexpr bool wgmma_supports(int format, int act) {
 constexpr int wgmma_max_tokens_per_cta(int format, int act) { return wgmma_promoted(format, act) ? 128 : 256; }
 
 constexpr int wgmma_x_bytes(int bn) { return bn * 2 * kWgStageK; }
-constexpr int wgmma_w_bytes(int format) {
-  return (kWgRows / 16) * 2 * (tile16_chunk_bytes(format) + tile16_scale_chunk_bytes(format));
+// A stage: the x box (1024-byte aligned for the swizzle), then per 16-row tile T its two weight
+// chunks, then per tile its two scale chunks; rounded up to 1024 bytes. The producer writes and the
+// consumers read at these offsets.
+constexpr int wgmma_w_offset(int format, int bn, int tile) {
+  return wgmma_x_bytes(bn) + tile * 2 * tile16_chunk_bytes(format);
 }
-// A stage: the x box (1024-byte aligned for the swizzle), then the weight chunks, then their scale
-// chunks; rounded up to 1024 bytes.
+constexpr int wgmma_scale_offset(int format, int bn, int tile) {
+  return wgmma_w_offset(format, bn, kWgRows / 16) + tile * 2 * tile16_scale_chunk_bytes(format);
+}
 constexpr int wgmma_stage_bytes(int format, int bn) {
-  return (wgmma_x_bytes(bn) + wgmma_w_bytes(format) + 1023) / 1024 * 1024;
+  return (wgmma_scale_offset(format, bn, kWgRows / 16) + 1023) / 1024 * 1024;
 }
 constexpr int wgmma_stages(int format, int bn) {
   return kWgSmemBudget / wgmma_stage_bytes(format, bn) > 8 ? 8 : kWgSmemBudget / wgmma_stage_bytes(format, bn);
 }
 // FP32 staging of the output tile [bn tokens][128 rows + 4] (the pad spreads a lane quad's tokens
 // over all banks); it reuses the ring.
-constexpr int wgmma_out_stride(int) { return kWgRows + 4; }
-constexpr int wgmma_out_bytes(int bn) { return bn * wgmma_out_stride(bn) * 4; }
-// Dynamic shared memory: the ring (or the output staging, if larger), 1024 bytes of alignment slack,
-// the barriers.
+constexpr int kWgOutStride = kWgRows + 4;
+constexpr int wgmma_out_bytes(int bn) { return bn * kWgOutStride * 4; }
+// The ring, or the output staging where that is larger (the CPU tests show it never is).
+constexpr int wgmma_ring_bytes(int format, int bn) {
+  return wgmma_stages(format, bn) * wgmma_stage_bytes(format, bn) > wgmma_out_bytes(bn)
+             ? wgmma_stages(format, bn) * wgmma_stage_bytes(format, bn)
+             : wgmma_out_bytes(bn);
+}
+// Dynamic shared memory: the ring, 1024 bytes of alignment slack, the barriers.
 constexpr int wgmma_smem_bytes(int format, int bn) {
-  return (wgmma_stages(format, bn) * wgmma_stage_bytes(format, bn) > wgmma_out_bytes(bn)
-              ? wgmma_stages(format, bn) * wgmma_stage_bytes(format, bn)
-              : wgmma_out_bytes(bn)) +
-         1024 + 2 * 8 * wgmma_stages(format, bn);
+  return wgmma_ring_bytes(format, bn) + 1024 + 2 * 8 * wgmma_stages(format, bn);
 }
 
 }  // namespace b12x::device
@@ -155,6 +161,8 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   constexpr int kS = wgmma_stages(kFormat, kBN), kStage = wgmma_stage_bytes(kFormat, kBN);
   constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
   constexpr int kXBytes = wgmma_x_bytes(kBN);
+  // Tile 0's weight and scale chunks in a stage (tile T's: + T * 2 * kC, + T * 2 * kSC).
+  constexpr int kWOff = wgmma_w_offset(kFormat, kBN, 0), kSOff = wgmma_scale_offset(kFormat, kBN, 0);
   constexpr int kWords = mma_lane_words(kFormat);
   constexpr bool kTrackNan = mma_track_e4m3_nan(kFormat, kT);
   constexpr bool kRunScaled = wgmma_run_scaled(kFormat, kAct), kStageScaled = wgmma_stage_scaled(kFormat);
@@ -162,8 +170,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
       reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
-  const int ring_bytes = kS * kStage > wgmma_out_bytes(kBN) ? kS * kStage : wgmma_out_bytes(kBN);
-  const unsigned bars = smem_u32(ring + ring_bytes);  // full[kS], then empty[kS]
+  const unsigned bars = smem_u32(ring + wgmma_ring_bytes(kFormat, kBN));  // full[kS], then empty[kS]
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (kS + s); };
 
@@ -194,9 +201,9 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         tma_load_2d(smem_u32(st), &x_map, kWgStageK * kb, m0, full(s));
         for (int T = 0; T < live_tiles; ++T) {
           const long long tr = (tile0 + T) * runs + j0;  // chunk (tile, run j0)
-          bulk_load(smem_u32(st + kXBytes + T * 2 * kC), data + tr * kC, live_runs * kC, full(s));
+          bulk_load(smem_u32(st + kWOff + T * 2 * kC), data + tr * kC, live_runs * kC, full(s));
           if constexpr (kSC > 0)
-            bulk_load(smem_u32(st + kXBytes + (kWgRows / 16) * 2 * kC + T * 2 * kSC), scale + tr * kSC,
+            bulk_load(smem_u32(st + kSOff + T * 2 * kSC), scale + tr * kSC,
                       live_runs * kSC, full(s));
         }
       }
@@ -221,8 +228,8 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     const int s = kb % kS;
     mbar_wait(full(s), (kb / kS) & 1);
     const unsigned char* st = ring + s * kStage;
-    const unsigned char* w = st + kXBytes + T * 2 * kC;
-    const unsigned char* sc = st + kXBytes + (kWgRows / 16) * 2 * kC + T * 2 * kSC;
+    const unsigned char* w = st + kWOff + T * 2 * kC;
+    const unsigned char* sc = st + kSOff + T * 2 * kSC;
     const bool second = 2LL * kb + 1 < runs;
     B12X_UNROLL
     for (int u = 0; u < 2; ++u) {
@@ -366,7 +373,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   // Stage the tile through shared memory: every consumer has finished with the ring.
   named_barrier(1, 256);
   float* out = reinterpret_cast<float*>(ring);
-  constexpr int kOS = wgmma_out_stride(kBN);
+  constexpr int kOS = kWgOutStride;
   const int r_lo = 16 * T + g;
   B12X_UNROLL
   for (int c = 0; c < kBN / 8; ++c) {
