@@ -59,15 +59,9 @@ constexpr bool wgmma_promoted(int format, int act) {
   return wgmma_run_scaled(format, act) || wgmma_stage_scaled(format);
 }
 
-// Formats the prefill kernel serves with activations act: every format of the decode mma path
-// (16-bit weights only with their own type); IQ2 not yet.
-constexpr bool wgmma_supports(int format, int act) {
-  return format == kFmtBf16 ? act == kActBf16
-         : format == kFmtF16 ? act == kActF16
-                             : format == kFmtFp8Tensor || format == kFmtFp8Channel || format == kFmtFp8Block ||
-                                   format == kFmtMxfp8 || format == kFmtNvfp4 || format == kFmtMxfp4 ||
-                                   format == kFmtQ8_0;
-}
+// Formats the prefill kernel serves with activations act: those of the decode mma path (mma.cuh;
+// the same decoders); IQ2 not yet.
+constexpr bool wgmma_supports(int format, int act) { return mma_supports(format, act); }
 
 // Tokens per CTA the kernel may take: promotion keeps a second accumulator set of kBN / 2 registers,
 // which fits the consumers' 232 registers up to 128 tokens.
