@@ -54,6 +54,10 @@ float range_amax(const TensorView& x, const BlockRange& b) {
   return amax;
 }
 
+// e4m3_sat(x / scale) with x's sign: IEEE leaves the sign of a NaN quotient (x NaN, a NaN scale,
+// Inf / Inf) to the machine, so the spec fixes it (GPU quantizers do the same).
+uint8_t encode_scaled(float x, float scale) { return f32_to_e4m3(std::copysign(x / scale, x)); }
+
 }  // namespace
 
 void fp8_scale_shape(int64_t rows, int64_t cols, Fp8Block block, int64_t* scale_rows, int64_t* scale_cols) {
@@ -80,8 +84,7 @@ void fp8_quantize(const TensorView& x, Fp8Block block, const TensorView& q, cons
       const float scale = amax == 0.0f ? 1.0f : amax / kE4M3Max;
       s[sr * scols + sc] = scale;
       for (int64_t r = b.r0; r < b.r1; ++r)
-        for (int64_t c = b.c0; c < b.c1; ++c)
-          out[r * cols + c] = f32_to_e4m3(load_f32(x.data, x.dtype, r * cols + c) / scale);
+        for (int64_t c = b.c0; c < b.c1; ++c) out[r * cols + c] = encode_scaled(load_f32(x.data, x.dtype, r * cols + c), scale);
     }
 }
 
@@ -90,7 +93,7 @@ void fp8_quantize_static(const TensorView& x, float scale, const TensorView& q) 
   expect(q, "q").host().dtype(DType::f8_e4m3).shape({x.size(0), x.size(1)}).contiguous();
   B12X_CHECK_ARG(std::isfinite(scale) && scale > 0.0f, "scale", "must be finite and positive, got ", scale);
   auto* out = q.ptr<uint8_t>();
-  for (int64_t i = 0; i < x.numel(); ++i) out[i] = f32_to_e4m3(load_f32(x.data, x.dtype, i) / scale);
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = encode_scaled(load_f32(x.data, x.dtype, i), scale);
 }
 
 void fp8_dequantize(const TensorView& q, Fp8Block block, const TensorView& scales, const TensorView& out) {

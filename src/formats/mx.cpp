@@ -59,8 +59,10 @@ void mx_quantize(Format fmt, const TensorView& x, const TensorView& elements, co
     s[b] = ue8m0_ceil_scale(block_amax(x.data, x.dtype, begin), elem_max);
     const int exponent = static_cast<int>(s[b]) - 127;
     for (int64_t i = begin; i < begin + kMxGroup; ++i) {
-      // Exact, except results below FP32's normal range, which encode to 0 either way.
-      const float scaled = std::ldexp(load_f32(x.data, x.dtype, i), -exponent);
+      // Exact, except results below FP32's normal range, which encode to 0 either way; x's sign kept
+      // explicitly (ldexp of a NaN may or may not keep it).
+      const float xi = load_f32(x.data, x.dtype, i);
+      const float scaled = std::copysign(std::ldexp(xi, -exponent), xi);
       if (!is_fp4(fmt)) {
         q[i] = f32_to_e4m3(scaled);
       } else {

@@ -24,7 +24,8 @@ constexpr Fp8Block kFp8Group1x128{1, 128};
 void fp8_scale_shape(int64_t rows, int64_t cols, Fp8Block block, int64_t* scale_rows, int64_t* scale_cols);
 
 // Dynamic quantization: scale = amax_block / 448 (FP32; 1 when the block is all zero),
-// q = e4m3_sat(x / scale) (IEEE FP32 division). x f32/bf16/f16 [R, C]; q f8_e4m3 [R, C];
+// q = e4m3_sat(x / scale) (IEEE FP32 division; the code's sign is x's, also where the quotient is
+// NaN: a NaN x, a NaN block, Inf / Inf). x f32/bf16/f16 [R, C]; q f8_e4m3 [R, C];
 // scales f32 [scale_rows, scale_cols].
 void fp8_quantize(const TensorView& x, Fp8Block block, const TensorView& q, const TensorView& scales);
 
