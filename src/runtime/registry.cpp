@@ -10,6 +10,7 @@
 #include "b12x/formats/format.h"
 #include "b12x/formats/tile16.h"
 #include "b12x/linear/linear.h"
+#include "b12x/quantize/quantize.h"
 #include "b12x/runtime/cache.h"
 #include "runtime/selftest.h"
 
@@ -34,6 +35,7 @@ std::vector<KernelSpec> registered_kernel_specs() {
   for (auto& s : tile16_kernel_specs()) all.push_back(std::move(s));
   for (auto& s : embedding::all_kernel_specs()) all.push_back(std::move(s));
   for (auto& s : linear::all_kernel_specs()) all.push_back(std::move(s));
+  for (auto& s : quantize::all_kernel_specs()) all.push_back(std::move(s));
   return all;
 }
 

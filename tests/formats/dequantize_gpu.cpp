@@ -113,7 +113,7 @@ TEST_F(DequantGpu, DeviceConversionsEqualPortableTwinsOnAllFloats) {
   spec.archs = {"sm_90a", "sm_120a"};
   spec.options = {"--ftz=false", "--fmad=false"};
   const Kernel& k = resolve_kernel(spec);
-  DeviceBuffer counters(3 * sizeof(unsigned long long)), first(3 * sizeof(unsigned));
+  DeviceBuffer counters(4 * sizeof(unsigned long long)), first(4 * sizeof(unsigned));
   B12X_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
   B12X_CUDA_CHECK(cudaMemset(first.get(), 0xFF, first.bytes()));
   unsigned long long begin = 0, end = 1ull << 32;
@@ -123,13 +123,14 @@ TEST_F(DequantGpu, DeviceConversionsEqualPortableTwinsOnAllFloats) {
   k.launch(dim3(static_cast<unsigned>(device_info().sm_count) * 16), dim3(256), 0, nullptr, args);
   B12X_CUDA_CHECK(cudaGetLastError());
   B12X_CUDA_CHECK(cudaDeviceSynchronize());
-  unsigned long long c[3];
-  unsigned f[3];
+  unsigned long long c[4];
+  unsigned f[4];
   B12X_CUDA_CHECK(cudaMemcpy(c, counters.get(), sizeof(c), cudaMemcpyDeviceToHost));
   B12X_CUDA_CHECK(cudaMemcpy(f, first.get(), sizeof(f), cudaMemcpyDeviceToHost));
   EXPECT_EQ(c[0], 0u) << "pack_bf16x2 differs from f32_to_bf16_rne, first at bits 0x" << std::hex << f[0];
   EXPECT_EQ(c[1], 0u) << "pack_f16x2 differs from f32_to_f16_rne, first at bits 0x" << std::hex << f[1];
   EXPECT_EQ(c[2], 0u) << "f16_to_f32 differs from f16_to_f32_bits, first at 0x" << std::hex << f[2];
+  EXPECT_EQ(c[3], 0u) << "pack_e4m3x2 differs from f32_to_e4m3_sat, first at bits 0x" << std::hex << f[3];
 }
 
 TEST_F(DequantGpu, RandomWeightsMatchHostBitExact) {
