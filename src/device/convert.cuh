@@ -61,6 +61,15 @@ B12X_DEV float add_rn(float a, float b) {
 #endif
 }
 
+// fma(a, b, c) with one rounding (RNE).
+B12X_DEV float fma_rn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return __builtin_fmaf(a, b, c);
+#endif
+}
+
 B12X_DEV bool is_nan(float x) { return (f32_bits(x) & 0x7FFFFFFFu) > 0x7F800000u; }
 
 // v as float for 0 <= v < 2^23, exactly: (2^23 + v) - 2^23, one full-rate FADD instead of an

@@ -19,15 +19,6 @@ B12X_DEV float div_rn(float a, float b) {
 #endif
 }
 
-// fma(a, b, c) with one rounding (RNE).
-B12X_DEV float fma_rn(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return __builtin_fmaf(a, b, c);
-#endif
-}
-
 // 1 / b, IEEE round to nearest even.
 B12X_DEV float rcp_rn(float b) {
 #if defined(__CUDA_ARCH__)

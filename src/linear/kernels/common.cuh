@@ -23,14 +23,6 @@ struct BoolConst {
   static constexpr bool value = kB;
 };
 
-B12X_DEV float fma_f32(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return __builtin_fmaf(a, b, c);
-#endif
-}
-
 // 16 bytes of activations (16-byte aligned) through the read-only data path.
 B12X_DEV U32x4 ld_act16(const unsigned char* p) {
 #if defined(__CUDA_ARCH__)

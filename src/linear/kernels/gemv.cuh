@@ -212,7 +212,7 @@ B12X_DEV void gemv_lane_partial(const unsigned char* x, int m, long long k, cons
             for (int r = 0; r < kRows; ++r)
               B12X_UNROLL
               for (int e = 0; e < 8; ++e)
-                part[r][t][e % kSplit] = fma_f32(w[r][e], xv[e], part[r][t][e % kSplit]);
+                part[r][t][e % kSplit] = fma_rn(w[r][e], xv[e], part[r][t][e % kSplit]);
           }
         }
       }
@@ -234,7 +234,7 @@ B12X_DEV void gemv_lane_partial(const unsigned char* x, int m, long long k, cons
             for (int r = 0; r < kRows; ++r)
               B12X_UNROLL
               for (int e = 0; e < 8; ++e)
-                part[r][t][e % kSplit] = fma_f32(w[r][q][e], xv[e], part[r][t][e % kSplit]);
+                part[r][t][e % kSplit] = fma_rn(w[r][q][e], xv[e], part[r][t][e % kSplit]);
           }
         }
       }

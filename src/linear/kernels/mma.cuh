@@ -290,10 +290,10 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
           sl = ue8m0_to_f32(sb_lo), sh = ue8m0_to_f32(sb_hi);
         }
         float (&a)[4] = acc[u % kSets][nt];
-        a[0] = fma_f32(sl, r[0], a[0]);
-        a[1] = fma_f32(sl, r[1], a[1]);
-        a[2] = fma_f32(sh, r[2], a[2]);
-        a[3] = fma_f32(sh, r[3], a[3]);
+        a[0] = fma_rn(sl, r[0], a[0]);
+        a[1] = fma_rn(sl, r[1], a[1]);
+        a[2] = fma_rn(sh, r[2], a[2]);
+        a[3] = fma_rn(sh, r[3], a[3]);
       } else if constexpr (mma_step_scaled(kFormat)) {
         mma_k16<kT>(part[nt], a0, xb[u][nt][0], xb[u][nt][1]);
         mma_k16<kT>(part[nt], a1, xb[u][nt][2], xb[u][nt][3]);
@@ -307,7 +307,7 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
     B12X_UNROLL
     for (int nt = 0; nt < kNT; ++nt)
       B12X_UNROLL
-      for (int q = 0; q < 4; ++q) acc[s % kSets][nt][q] = fma_f32(st.block_scale, part[nt][q], acc[s % kSets][nt][q]);
+      for (int q = 0; q < 4; ++q) acc[s % kSets][nt][q] = fma_rn(st.block_scale, part[nt][q], acc[s % kSets][nt][q]);
   }
 }
 

@@ -215,10 +215,10 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kIq2MinBlocks)
             mma_k16<kT>(r1, a0, b[0] & ~keep_lo, b[1] & ~keep_lo);
             mma_k16<kT>(r1, a1, b[2] & ~keep_lo, b[3] & ~keep_lo);
             float (&a)[4] = acc[u % kSets][nt];  // kXRuns is even: u % 2 == r % 2
-            a[0] = fma_f32(lo1, r1[0], fma_f32(lo0, r0[0], a[0]));
-            a[1] = fma_f32(lo1, r1[1], fma_f32(lo0, r0[1], a[1]));
-            a[2] = fma_f32(hi1, r1[2], fma_f32(hi0, r0[2], a[2]));
-            a[3] = fma_f32(hi1, r1[3], fma_f32(hi0, r0[3], a[3]));
+            a[0] = fma_rn(lo1, r1[0], fma_rn(lo0, r0[0], a[0]));
+            a[1] = fma_rn(lo1, r1[1], fma_rn(lo0, r0[1], a[1]));
+            a[2] = fma_rn(hi1, r1[2], fma_rn(hi0, r0[2], a[2]));
+            a[3] = fma_rn(hi1, r1[3], fma_rn(hi0, r0[3], a[3]));
           }
         } else {
           const float sl = iq2_db(d_lo, iq2_magic_top(q.y)), sh = iq2_db(d_hi, iq2_magic_top(q.w));
@@ -228,10 +228,10 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kIq2MinBlocks)
             mma_k16<kT>(r0, a0, xb[u][nt][0], xb[u][nt][1]);
             mma_k16<kT>(r0, a1, xb[u][nt][2], xb[u][nt][3]);
             float (&a)[4] = acc[u % kSets][nt];  // kXRuns is even: u % 2 == r % 2
-            a[0] = fma_f32(sl, r0[0], a[0]);
-            a[1] = fma_f32(sl, r0[1], a[1]);
-            a[2] = fma_f32(sh, r0[2], a[2]);
-            a[3] = fma_f32(sh, r0[3], a[3]);
+            a[0] = fma_rn(sl, r0[0], a[0]);
+            a[1] = fma_rn(sl, r0[1], a[1]);
+            a[2] = fma_rn(sh, r0[2], a[2]);
+            a[3] = fma_rn(sh, r0[3], a[3]);
           }
         }
       }

@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         // Accumulator i: row g (i % 4 < 2) or g + 8 of the warp's tile.
         B12X_UNROLL
         for (int i = 0; i < kBN / 2; ++i)
-          acc[i] = fma_f32(kStageScaled ? bs : rs[gi][(i >> 1) & 1], part[i], acc[i]);
+          acc[i] = fma_rn(kStageScaled ? bs : rs[gi][(i >> 1) & 1], part[i], acc[i]);
       }
       release(kb);
     };
