@@ -13,6 +13,7 @@
 #include "b12x/formats/dequantize.h"
 #include "b12x/formats/tile16.h"
 #include "b12x/linear/linear.h"
+#include "b12x/quantize/quantize.h"
 #include "b12x/runtime/jit.h"
 #include "b12x/runtime/registry.h"
 #include "runtime/selftest.h"
@@ -114,6 +115,7 @@ TEST(Jit, RegistryHoldsEveryFamilysKernelSpecs) {
   for (auto& s : tile16_kernel_specs()) family.push_back(std::move(s));
   for (auto& s : embedding::all_kernel_specs()) family.push_back(std::move(s));
   for (auto& s : linear::all_kernel_specs()) family.push_back(std::move(s));
+  for (auto& s : quantize::all_kernel_specs()) family.push_back(std::move(s));
   for (const auto& s : family) {
     EXPECT_TRUE(ids.count(id(s))) << "not registered: " << id(s);
     EXPECT_GT(s.max_registers, 0) << s.describe() << ": every op kernel declares its register budget";
