@@ -5,7 +5,7 @@
 //  * quantize_weight: b12x's weight quantizers (formats/weight.h). They run on the host; a CUDA input is
 //    copied to the host and the results back (an offline step).
 //  * quantize_activation: the activation quantizers the quantized-activation GEMMs consume
-//    (linear/reference.h). CPU only for now: the GPU quantization kernels are issue 6.
+//    (linear/reference.h); on CUDA the quantize.activations kernels (quantize/quantize.h), byte-identical.
 #include <cstring>
 
 #include <ATen/ops/empty.h>
@@ -18,6 +18,7 @@
 #include "b12x/formats/swizzle.h"
 #include "b12x/formats/tile16.h"
 #include "b12x/linear/reference.h"
+#include "b12x/quantize/quantize.h"
 #include "common.h"
 
 namespace b12x::torch_ext {
@@ -82,14 +83,55 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> quantize_weight(const at::Tensor&
   });
 }
 
+// CUDA: the quantize.activations op (quantize/quantize.h), byte-identical to the CPU path; graph-safe
+// (the scale goes to the device by a fill kernel, no host synchronisation), plans cached per shape.
+std::tuple<at::Tensor, at::Tensor> quantize_activation_cuda(const at::Tensor& x, ActMode act, double input_scale,
+                                                            bool swizzle) {
+  c10::cuda::CUDAGuard guard(x.device());
+  cudaStream_t stream = current_stream(x);
+  const int64_t k = x.size(-1);
+  const at::Tensor x2 = x.reshape({-1, k}).contiguous();
+  quantize::Caps caps;
+  caps.act = act;
+  caps.k = k;
+  caps.x_dtype = to_dtype(x.scalar_type(), "x");
+  if (swizzle) {
+    B12X_CHECK_ARG(act == ActMode::mxfp8 || act == ActMode::nvfp4, "swizzle_scales",
+                   "applies to the 1-byte block scales of mxfp8 and nvfp4, not to mode '", act_mode_name(act), "'");
+    caps.scale_layout = quantize::ScaleLayout::swizzled;
+  }
+  static PlanCache<quantize::Plan> cache;
+  const std::string key = detail::concat("quantize{act=", act_mode_name(act), ", k=", k, ", x=", dtype_name(caps.x_dtype),
+                                         ", scales=", quantize::scale_layout_name(caps.scale_layout),
+                                         "} on cuda:", x.get_device());
+  const quantize::Plan& plan = cache.get(key, stream, [&] { return quantize::plan(caps, stream); });
+  const quantize::OutputShapes o = quantize::output_shapes(caps, x2.size(0));
+  const auto opts = x.options();
+  at::Tensor q = at::empty(o.q, opts.dtype(to_scalar_type(o.q_dtype)));
+  const bool static_scale = act == ActMode::fp8_tensor || act == ActMode::nvfp4;
+  at::Tensor scale = at::full({1}, input_scale, opts.dtype(at::kFloat));
+  at::Tensor scales = o.scales.empty() ? scale : at::empty(o.scales, opts.dtype(to_scalar_type(o.scales_dtype)));
+  const quantize::Binding b =
+      quantize::bind(plan, Scratch{}, view_of(x2, "x"), static_scale ? view_of(scale, "input_scale") : TensorView(),
+                     view_of(q, "q"), o.scales.empty() ? TensorView() : view_of(scales, "scales"));
+  quantize::run(b, stream);
+  // Leading dims of x back on q and on per-row scales (as the CPU path).
+  std::vector<int64_t> lead(x.sizes().begin(), x.sizes().end() - 1);
+  auto with_lead = [&](const at::Tensor& t) {
+    std::vector<int64_t> sh = lead;
+    sh.push_back(t.size(1));
+    return t.reshape(sh);
+  };
+  if (swizzle || act == ActMode::fp8_tensor) return std::tuple{with_lead(q), scales};
+  return std::tuple{with_lead(q), with_lead(scales)};
+}
+
 std::tuple<at::Tensor, at::Tensor> quantize_activation(const at::Tensor& x, std::string_view mode, double input_scale,
                                                        bool swizzle) {
   return guarded([&] {
     const ActMode act = parse_act_mode(mode, "mode");
-    if (x.is_cuda())
-      fail_unsupported("quantize_activation runs on the CPU for now (the host quantizers); the GPU quantization "
-                       "kernels are not there yet (issue 6)");
     B12X_CHECK_ARG(x.dim() >= 1, "x", "must be [*, K], got a scalar");
+    if (x.is_cuda()) return quantize_activation_cuda(x, act, input_scale, swizzle);
     const int64_t k = x.size(-1);
     const at::Tensor x2 = x.reshape({-1, k}).contiguous();
     QuantizedActivations q = quantize_activations(view_of(x2, "x"), act, static_cast<float>(input_scale));

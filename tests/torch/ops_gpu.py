@@ -108,13 +108,48 @@ def test_embedding_cuda_is_bit_exact_with_the_cpu_kernel(rng):
         b12x.embedding.lookup(table.to(DEV), torch.tensor([0, v], device=DEV), check_ids=True)
 
 
+def as_bytes(t):
+    return t.contiguous().view(torch.uint8).cpu()
+
+
+@pytest.mark.parametrize("mode", ["fp8_tensor", "fp8_token", "fp8_block", "mxfp8", "nvfp4"])
+def test_quantize_activation_cuda_is_byte_identical_to_the_cpu(rng, mode):
+    input_scale = {"fp8_tensor": 0.02, "nvfp4": 4.0 / 2688}.get(mode, 1.0)
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        x = torch.from_numpy(rng.standard_normal((3, 67, 256)).astype(np.float32) * 3).to(dtype)
+        x[0, 0, :5] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 1e-30])
+        for swizzle in ((False, True) if mode in ("mxfp8", "nvfp4") else (False,)):
+            want_q, want_s = b12x.quantization.quantize(x, mode, input_scale, swizzle)
+            got_q, got_s = b12x.quantization.quantize(x.to(DEV), mode, input_scale, swizzle)
+            what = (mode, dtype, swizzle, SEED)
+            assert got_q.shape == want_q.shape and got_q.dtype == want_q.dtype, what
+            assert got_s.shape == want_s.shape and got_s.dtype == want_s.dtype, what
+            assert torch.equal(as_bytes(got_q), as_bytes(want_q)), what
+            assert torch.equal(as_bytes(got_s), as_bytes(want_s)), what
+
+
+def test_quantize_activation_cuda_graph_replays_with_new_inputs(rng):
+    x = torch.zeros(77, 512, dtype=torch.bfloat16, device=DEV)
+    b12x.quantization.quantize(x, "nvfp4", 1.0 / 2688, True)  # plan outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        q, s = b12x.quantization.quantize(x, "nvfp4", 1.0 / 2688, True)
+    for _ in range(2):
+        x.copy_(torch.from_numpy(rng.standard_normal((77, 512)).astype(np.float32)).to(DEV))
+        g.replay()
+        torch.cuda.synchronize()
+        want_q, want_s = b12x.quantization.quantize(x.cpu(), "nvfp4", 1.0 / 2688, True)
+        assert torch.equal(as_bytes(q), as_bytes(want_q)) and torch.equal(as_bytes(s), as_bytes(want_s)), SEED
+
+
 def test_errors_on_cuda(rng):
     w, _ = oracle_weight(rng, "nvfp4", 32, 64, DEV)
     x = torch.randn(2, 64, dtype=torch.bfloat16, device=DEV)
     with pytest.raises(b12x.Unsupported, match="act_mode 'a16'"):
         b12x.linear.mm(x, w, act_mode="nvfp4", input_scale=1.0)
-    with pytest.raises(b12x.Unsupported, match="GPU quantization"):
-        b12x.quantization.quantize(x, "mxfp8")
+    with pytest.raises(b12x.BadArgument, match="argument 'k': K must be a multiple of 128"):
+        b12x.quantization.quantize(x, "fp8_block")
     with pytest.raises(b12x.BadArgument, match="argument 'weight': must be on x's device"):
         b12x.linear.mm(x.cpu(), w)
     with pytest.raises(b12x.BadArgument, match="argument 'x': must be bfloat16 or float16"):
