@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "b12x/b12x.h"
+#include "support/bits.h"
 #include "support/errors.h"
 #include "support/fake_device.h"
 #include "support/format_dispatch.h"
@@ -36,17 +37,6 @@ namespace dev = b12x::device;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-uint32_t bits_of(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-float float_of(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
 
 constexpr DType kOutDtypes[] = {DType::bf16, DType::f16, DType::f32};
 

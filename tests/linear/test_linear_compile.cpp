@@ -26,6 +26,7 @@
 #include "b12x/runtime/jit.h"
 #include "linear/kernels/gemv.cuh"
 #include "linear/kernels/wgmma_tile16.cuh"
+#include "support/bits.h"
 #include "support/errors.h"
 #include "support/format_dispatch.h"
 #include "support/weights.h"
@@ -38,15 +39,8 @@ namespace dev = b12x::device;
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
+using test::bits_of;
 using test::expect_bad_argument;
-
-uint32_t bits_of(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-
-
 using test::fresh_seed;
 using test::with_format;
 
@@ -304,9 +298,11 @@ TEST(LinearCompile, Tile16WeightsUseTheTile16KernelAtEveryTokenCount) {
   EXPECT_EQ(linear::preferred_layout(Format::iq2_xxs, DType::f16), WeightLayout::tile16);
   EXPECT_FALSE(linear::tile16_supports(Format::bf16, DType::f16));
   EXPECT_TRUE(linear::tile16_supports(Format::iq2_xs, DType::bf16));
-  for (const auto& info : all_formats())
-    if (linear::preferred_layout(info.format, DType::bf16) == WeightLayout::tile16)
+  for (const auto& info : all_formats()) {
+    if (linear::preferred_layout(info.format, DType::bf16) == WeightLayout::tile16) {
       EXPECT_TRUE(has_tile16_layout(info.format)) << info.name;
+    }
+  }
 }
 
 TEST(LinearCompile, AutomaticPicksMmaWhereItServesTheFormat) {

@@ -21,6 +21,7 @@
 #include "b12x/b12x.h"
 #include "b12x/quantize/quantize.h"
 #include "quantize/kernels/quantize.cuh"
+#include "support/bits.h"
 #include "support/errors.h"
 #include "support/fake_device.h"
 #include "support/weights.h"
@@ -30,17 +31,6 @@ namespace {
 
 using namespace b12x::test;
 namespace dev = b12x::device;
-
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint32_t to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 // Every BF16 pattern with a few low halves (zero, tie-ish, all ones), then 2^22 random patterns.
 std::vector<uint32_t> sample_floats(uint64_t seed) {
@@ -59,7 +49,7 @@ TEST(QuantizeEncode, E4M3EncoderEqualsHost) {
   int64_t bad = 0;
   uint32_t first = 0;
   for (uint32_t u : sample_floats(1)) {
-    const float x = from_bits(u);
+    const float x = float_of(u);
     if (dev::f32_to_e4m3_sat(x) != f32_to_e4m3(x) && bad++ == 0) first = u;
   }
   EXPECT_EQ(bad, 0) << "first at bits 0x" << std::hex << first;
@@ -77,7 +67,7 @@ TEST(QuantizeEncode, E2M1EncoderEqualsHost) {
   int64_t bad = 0;
   uint32_t first = 0;
   for (uint32_t u : sample_floats(2)) {
-    const float x = from_bits(u);
+    const float x = float_of(u);
     if (dev::f32_to_e2m1_sat(x) != f32_to_e2m1(x) && bad++ == 0) first = u;
   }
   EXPECT_EQ(bad, 0) << "first at bits 0x" << std::hex << first;
@@ -89,29 +79,29 @@ TEST(QuantizeEncode, E2M1EncoderEqualsHost) {
 TEST(QuantizeEncode, Ue8m0CeilScaleAndInverseEqualHost) {
   int64_t bad = 0;
   for (uint32_t u : sample_floats(3)) {
-    const float amax = std::fabs(from_bits(u));
+    const float amax = std::fabs(float_of(u));
     for (float elem_max : {448.0f, 6.0f}) bad += dev::ue8m0_ceil_scale(amax, elem_max) != ue8m0_ceil_scale(amax, elem_max);
   }
   EXPECT_EQ(bad, 0);
   std::mt19937_64 rng(4);
   for (unsigned s = 0; s < 256; ++s) {
     for (int i = 0; i < 2000; ++i) {
-      const float x = from_bits(static_cast<uint32_t>(rng()));
+      const float x = float_of(static_cast<uint32_t>(rng()));
       if (std::isnan(x)) continue;
       const float want = std::ldexp(x, 127 - static_cast<int>(s));
-      EXPECT_EQ(to_bits(dev::mul_rn(x, dev::ue8m0_inverse(s))), to_bits(want)) << "s " << s << " x " << x;
+      EXPECT_EQ(bits_of(dev::mul_rn(x, dev::ue8m0_inverse(s))), bits_of(want)) << "s " << s << " x " << x;
     }
   }
 }
 
 TEST(QuantizeEncode, AmaxBitsFollowTheHostBlockAmax) {
-  EXPECT_EQ(to_bits(dev::amax_from_abs_bits(to_bits(3.5f))), to_bits(3.5f));
-  EXPECT_EQ(to_bits(dev::amax_from_abs_bits(0x7F800000u)), 0x7F800000u);  // Inf stays Inf
-  EXPECT_EQ(to_bits(dev::amax_from_abs_bits(0x7F800001u)), 0x7FC00000u);  // any NaN: the host's quiet NaN
-  EXPECT_EQ(to_bits(dev::amax_from_abs_bits(0x7FFFFFFFu)), 0x7FC00000u);
-  EXPECT_EQ(to_bits(quant::fp8_block_scale(0.0f)), to_bits(1.0f));
-  EXPECT_EQ(to_bits(quant::fp8_block_scale(448.0f)), to_bits(1.0f));
-  EXPECT_EQ(to_bits(quant::fp8_block_scale(from_bits(0x7FC00000u))), 0x7FC00000u);
+  EXPECT_EQ(bits_of(dev::amax_from_abs_bits(bits_of(3.5f))), bits_of(3.5f));
+  EXPECT_EQ(bits_of(dev::amax_from_abs_bits(0x7F800000u)), 0x7F800000u);  // Inf stays Inf
+  EXPECT_EQ(bits_of(dev::amax_from_abs_bits(0x7F800001u)), 0x7FC00000u);  // any NaN: the host's quiet NaN
+  EXPECT_EQ(bits_of(dev::amax_from_abs_bits(0x7FFFFFFFu)), 0x7FC00000u);
+  EXPECT_EQ(bits_of(quant::fp8_block_scale(0.0f)), bits_of(1.0f));
+  EXPECT_EQ(bits_of(quant::fp8_block_scale(448.0f)), bits_of(1.0f));
+  EXPECT_EQ(bits_of(quant::fp8_block_scale(float_of(0x7FC00000u))), 0x7FC00000u);
 }
 
 TEST(QuantizeEncode, SwizzledOffsetEqualsHost) {
@@ -125,7 +115,7 @@ TEST(QuantizeEncode, E2M1IntegerCodeEqualsTheCompareChainOnAllOfZeroToSixteen) {
   int64_t bad = 0;
   uint32_t first = 0;
   for (uint32_t u = 0; u < 0x41800000u; ++u)  // every FP32 in [0, 16)
-    if (dev::e2m1_code_nonneg(from_bits(u)) != dev::f32_to_e2m1_sat(from_bits(u)) && bad++ == 0) first = u;
+    if (dev::e2m1_code_nonneg(float_of(u)) != dev::f32_to_e2m1_sat(float_of(u)) && bad++ == 0) first = u;
   EXPECT_EQ(bad, 0) << "first at bits 0x" << std::hex << first;
 }
 
@@ -133,9 +123,9 @@ TEST(QuantizeEncode, E2M1IntegerCodeEqualsTheCompareChainOnAllOfZeroToSixteen) {
 std::vector<float> divisors(std::mt19937_64& rng, int random_count, int exponent) {
   std::vector<float> b;
   for (uint32_t m : {0x7FFFFFu, 0u, 1u, 0x7FFFFEu, 0x400000u, 0x3FFFFFu, 0x555555u, 0x2AAAAAu, 0x600000u})
-    b.push_back(from_bits((static_cast<uint32_t>(exponent + 127) << 23) | m));
+    b.push_back(float_of((static_cast<uint32_t>(exponent + 127) << 23) | m));
   for (int i = 0; i < random_count; ++i)
-    b.push_back(from_bits((static_cast<uint32_t>(exponent + 127) << 23) | (static_cast<uint32_t>(rng()) & 0x7FFFFFu)));
+    b.push_back(float_of((static_cast<uint32_t>(exponent + 127) << 23) | (static_cast<uint32_t>(rng()) & 0x7FFFFFu)));
   return b;
 }
 
@@ -149,8 +139,8 @@ TEST(QuantizeEncode, DivByRcpIsCorrectlyRoundedForEveryMantissaOfA) {
   for (float b : divisors(rng, 7, 0)) {
     const float r = dev::rcp_rn(b);
     for (uint32_t m = 0; m < (1u << 23); ++m) {
-      const float a = from_bits(0x3F800000u | m);
-      bad += to_bits(dev::div_by_rcp(a, b, r)) != to_bits(a / b);
+      const float a = float_of(0x3F800000u | m);
+      bad += bits_of(dev::div_by_rcp(a, b, r)) != bits_of(a / b);
     }
   }
   EXPECT_EQ(bad, 0);
@@ -168,7 +158,7 @@ TEST(QuantizeEncode, DivByRcpHoldsAcrossItsRange) {
     const float a = std::min(std::ldexp(1.0f + static_cast<float>(rng() & 0xFFFFFF) / 16777216.0f, ea(rng)) * b,
                              b * 1024.0f);
     const float want = a / b, got = dev::div_by_rcp(a, b, dev::rcp_rn(b));
-    if (to_bits(got) == to_bits(want)) continue;
+    if (bits_of(got) == bits_of(want)) continue;
     ++coded;
     bad += !(want < 0x1p-13f) || f32_to_e4m3(got) != f32_to_e4m3(want);
   }
@@ -197,7 +187,7 @@ template <int kIn>
 quant::Raw<kIn> raw_of(const float (&f)[8]) {
   quant::Raw<kIn> r;
   uint32_t w[8];
-  for (int i = 0; i < 8; ++i) w[i] = to_bits(f[i]);
+  for (int i = 0; i < 8; ++i) w[i] = bits_of(f[i]);
   if constexpr (kIn == quant::kInF32) {
     r.w[0] = {w[0], w[1], w[2], w[3]};
     r.w[1] = {w[4], w[5], w[6], w[7]};
@@ -220,16 +210,16 @@ void check_fast_encoders(std::mt19937_64& rng, int64_t& bad_e4m3, int64_t& bad_e
   float f[8];
   random_vector(rng, f, std::ldexp(1.0f, static_cast<int>(rng() % 60) - 30));
   if (kIn == quant::kInBf16)
-    for (float& v : f) v = from_bits(to_bits(v) & 0xFFFF0000u);
+    for (float& v : f) v = float_of(bits_of(v) & 0xFFFF0000u);
   const quant::Raw<kIn> raw = raw_of<kIn>(f);
   float g8[8];
   const uint32_t amax_bits = quant::amax_finish<kIn>(quant::to_f32<kIn>(raw, g8));
   float amax = 0.0f;
   for (int i = 0; i < 8; ++i) {
-    bad_amax += to_bits(g8[i]) != to_bits(f[i]);
+    bad_amax += bits_of(g8[i]) != bits_of(f[i]);
     amax = std::isnan(f[i]) || std::isnan(amax) ? std::numeric_limits<float>::quiet_NaN() : std::max(amax, std::fabs(f[i]));
   }
-  bad_amax += to_bits(dev::amax_from_abs_bits(amax_bits)) != to_bits(std::isnan(amax) ? from_bits(0x7FC00000u) : amax);
+  bad_amax += bits_of(dev::amax_from_abs_bits(amax_bits)) != bits_of(std::isnan(amax) ? float_of(0x7FC00000u) : amax);
   // fp8_tensor: any scale in range, clamped. fp8_block: b = amax / 448 of NaN-free data.
   const float s = std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, static_cast<int>(rng() % 60) - 35);
   unsigned lo, hi, lo2, hi2;
@@ -249,7 +239,7 @@ void check_fast_encoders(std::mt19937_64& rng, int64_t& bad_e4m3, int64_t& bad_e
   if (amax_g <= 2688.0f) {
     const float t = amax_g < 0x1p-100f ? 0.0f : dev::div_amax(amax_g, 6.0f);
     const float sb = e4m3_to_f32(static_cast<uint8_t>(dev::pack_e4m3x2_no_nan(t, 0.0f) & 0xFF));
-    EXPECT_EQ(to_bits(sb), to_bits(e4m3_to_f32(f32_to_e4m3(amax_g / 6.0f)))) << amax_g;
+    EXPECT_EQ(bits_of(sb), bits_of(e4m3_to_f32(f32_to_e4m3(amax_g / 6.0f)))) << amax_g;
     bad_e2m1 += quant::e2m1_divided(f, g, sb) != quant::e2m1_by_rcp<kIn>(raw, f, g, sb, dev::rcp_rn(sb));
   }
 }
@@ -271,8 +261,8 @@ TEST(QuantizeEncode, FastEncodersEqualTheDividingOnes) {
 TEST(QuantizeEncode, AmaxDivisionEqualsIeeeDivision) {
   int64_t bad = 0;
   for (uint32_t u : sample_floats(5)) {
-    const float a = std::fabs(from_bits(u));
-    for (float b : {448.0f, 6.0f}) bad += to_bits(dev::div_amax(a, b)) != to_bits(a / b);
+    const float a = std::fabs(float_of(u));
+    for (float b : {448.0f, 6.0f}) bad += bits_of(dev::div_amax(a, b)) != bits_of(a / b);
   }
   EXPECT_EQ(bad, 0);
 }
@@ -281,7 +271,7 @@ TEST(QuantizeEncode, Ue8m0ScaleWithoutDivisionEqualsTheCeilRuleOnEveryFloat) {
   int64_t bad = 0;
   uint32_t first = 0;
   for (uint32_t u = 0; u < 0x80000000u; ++u) {
-    const float amax = from_bits(u);
+    const float amax = float_of(u);
     if (dev::ue8m0_scale_e4m3(amax) != ue8m0_ceil_scale(amax, 448.0f) && bad++ == 0) first = u;
   }
   EXPECT_EQ(bad, 0) << "first at bits 0x" << std::hex << first;
@@ -548,7 +538,7 @@ TEST(QuantizeHost, NanCodesCarryTheSignOfX) {
   HostTensor q(DType::f8_e4m3, {2, 8}), s(DType::f32, {2, 1});
   fp8_quantize(x.view(), kFp8PerRow, q.view(), s.view());
   const uint8_t* c = q.ptr<uint8_t>();
-  EXPECT_EQ(to_bits(s.ptr<float>()[0]), 0x7FC00000u);
+  EXPECT_EQ(bits_of(s.ptr<float>()[0]), 0x7FC00000u);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(c[i], std::signbit(row0[i]) ? 0xFF : 0x7F) << i;
   EXPECT_TRUE(std::isinf(s.ptr<float>()[1]));
   EXPECT_EQ(c[8], 0x7F);   // +Inf / Inf
