@@ -83,6 +83,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> quantize_weight(const at::Tensor&
   });
 }
 
+// t [rows, c] reshaped to x's leading dims + [c] (q and per-row scales of quantize_activation).
+at::Tensor with_lead_dims(const at::Tensor& x, const at::Tensor& t) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
+  shape.push_back(t.size(1));
+  return t.reshape(shape);
+}
+
 // CUDA: the quantize.activations op (quantize/quantize.h), byte-identical to the CPU path; graph-safe
 // (the scale goes to the device by a fill kernel, no host synchronisation), plans cached per shape.
 std::tuple<at::Tensor, at::Tensor> quantize_activation_cuda(const at::Tensor& x, ActMode act, double input_scale,
@@ -95,11 +102,7 @@ std::tuple<at::Tensor, at::Tensor> quantize_activation_cuda(const at::Tensor& x,
   caps.act = act;
   caps.k = k;
   caps.x_dtype = to_dtype(x.scalar_type(), "x");
-  if (swizzle) {
-    B12X_CHECK_ARG(act == ActMode::mxfp8 || act == ActMode::nvfp4, "swizzle_scales",
-                   "applies to the 1-byte block scales of mxfp8 and nvfp4, not to mode '", act_mode_name(act), "'");
-    caps.scale_layout = quantize::ScaleLayout::swizzled;
-  }
+  if (swizzle) caps.scale_layout = quantize::ScaleLayout::swizzled;
   static PlanCache<quantize::Plan> cache;
   const std::string key = detail::concat("quantize{act=", act_mode_name(act), ", k=", k, ", x=", dtype_name(caps.x_dtype),
                                          ", scales=", quantize::scale_layout_name(caps.scale_layout),
@@ -108,22 +111,17 @@ std::tuple<at::Tensor, at::Tensor> quantize_activation_cuda(const at::Tensor& x,
   const quantize::OutputShapes o = quantize::output_shapes(caps, x2.size(0));
   const auto opts = x.options();
   at::Tensor q = at::empty(o.q, opts.dtype(to_scalar_type(o.q_dtype)));
+  // The static scale on the device (a fill kernel) only for the modes that read it; fp8_tensor also
+  // returns it as its scales.
   const bool static_scale = act == ActMode::fp8_tensor || act == ActMode::nvfp4;
-  at::Tensor scale = at::full({1}, input_scale, opts.dtype(at::kFloat));
+  const at::Tensor scale = static_scale ? at::full({1}, input_scale, opts.dtype(at::kFloat)) : at::Tensor();
   at::Tensor scales = o.scales.empty() ? scale : at::empty(o.scales, opts.dtype(to_scalar_type(o.scales_dtype)));
   const quantize::Binding b =
       quantize::bind(plan, Scratch{}, view_of(x2, "x"), static_scale ? view_of(scale, "input_scale") : TensorView(),
                      view_of(q, "q"), o.scales.empty() ? TensorView() : view_of(scales, "scales"));
   quantize::run(b, stream);
-  // Leading dims of x back on q and on per-row scales (as the CPU path).
-  std::vector<int64_t> lead(x.sizes().begin(), x.sizes().end() - 1);
-  auto with_lead = [&](const at::Tensor& t) {
-    std::vector<int64_t> sh = lead;
-    sh.push_back(t.size(1));
-    return t.reshape(sh);
-  };
-  if (swizzle || act == ActMode::fp8_tensor) return std::tuple{with_lead(q), scales};
-  return std::tuple{with_lead(q), with_lead(scales)};
+  if (swizzle || act == ActMode::fp8_tensor) return std::tuple{with_lead_dims(x, q), scales};
+  return std::tuple{with_lead_dims(x, q), with_lead_dims(x, scales)};
 }
 
 std::tuple<at::Tensor, at::Tensor> quantize_activation(const at::Tensor& x, std::string_view mode, double input_scale,
@@ -131,29 +129,22 @@ std::tuple<at::Tensor, at::Tensor> quantize_activation(const at::Tensor& x, std:
   return guarded([&] {
     const ActMode act = parse_act_mode(mode, "mode");
     B12X_CHECK_ARG(x.dim() >= 1, "x", "must be [*, K], got a scalar");
+    B12X_CHECK_ARG(!swizzle || act == ActMode::mxfp8 || act == ActMode::nvfp4, "swizzle_scales",
+                   "applies to the 1-byte block scales of mxfp8 and nvfp4, not to mode '", mode, "'");
     if (x.is_cuda()) return quantize_activation_cuda(x, act, input_scale, swizzle);
     const int64_t k = x.size(-1);
     const at::Tensor x2 = x.reshape({-1, k}).contiguous();
     QuantizedActivations q = quantize_activations(view_of(x2, "x"), act, static_cast<float>(input_scale));
-    // Leading dims of x back on q and on per-row scales.
-    std::vector<int64_t> lead(x.sizes().begin(), x.sizes().end() - 1);
-    auto with_lead = [&](const at::Tensor& t) {
-      std::vector<int64_t> s = lead;
-      s.push_back(t.size(1));
-      return t.reshape(s);
-    };
-    at::Tensor qt = with_lead(to_torch(q.q, x.device()));
+    at::Tensor qt = with_lead_dims(x, to_torch(q.q, x.device()));
     at::Tensor st = to_torch(q.scales, x.device());
     if (swizzle) {
-      B12X_CHECK_ARG(act == ActMode::mxfp8 || act == ActMode::nvfp4, "swizzle_scales",
-                     "applies to the 1-byte block scales of mxfp8 and nvfp4, not to mode '", mode, "'");
       const TensorView linear = q.scales.view();
       const SwizzledScaleShape ss = swizzled_scale_shape(linear.size(0), linear.size(1));
       HostTensor sw(linear.dtype, {ss.bytes()});
       swizzle_scales(linear, sw.view());
       return std::tuple{qt, to_torch(sw, x.device())};
     }
-    if (act != ActMode::fp8_tensor) st = with_lead(st);
+    if (act != ActMode::fp8_tensor) st = with_lead_dims(x, st);
     return std::tuple{qt, st};
   });
 }
