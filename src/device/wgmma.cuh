@@ -56,6 +56,17 @@ B12X_DEV void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned 
                : "memory");
 }
 
+// 4 bytes by cp.async, zeros instead when !valid (src is not read then); with
+// cp_async_arrive_noinc the barrier counts the copy's completion as this thread's arrival.
+B12X_DEV void cp_async_4_zfill(unsigned dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+// An arrival on `bar` once every cp.async this thread issued before has landed (the barrier's count
+// includes it: .noinc).
+B12X_DEV void cp_async_arrive_noinc(unsigned bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
 // ---- warpgroups ----
 template <int kRegs>
 B12X_DEV void warpgroup_regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs)); }
