@@ -4,7 +4,8 @@
 # (or ./gpu-out) so they come back with the call. Usage: scripts/gpu-check.sh [--no-sanitizer]
 # Env: BENCH_SUITES (default quick), BENCH_FILTER (a --filter regex), GPU_TEST_FILTER (ctest -R),
 # BUILD_TARGETS (space-separated; default: everything), B12X_TORCH (AUTO: build the torch extension
-# and run its GPU tests when python3 there imports torch). Python test packages the machine lacks
+# and run its GPU tests when python3 there imports torch); googletest's own GTEST_FILTER narrows the
+# C++ GPU test binaries (e.g. GTEST_FILTER='LinearFp8Gpu.*' with GPU_TEST_FILTER=gpu.linear). Python test packages the machine lacks
 # travel as wheels in .whl (carry it): gguf, for tests/oracle.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -19,7 +19,8 @@ namespace b12x::cli {
 namespace {
 
 struct PrewarmOptions {
-  std::string op, format, shape, tokens, out_dtype = "bf16", act_dtype = "bf16", layout = "checkpoint", spec, arch;
+  std::string op, format, shape, tokens, out_dtype = "bf16", act_dtype = "bf16", layout = "checkpoint", act = "a16", spec, arch;
+  bool fast_accum = false;
   bool all = false;
 };
 
@@ -50,7 +51,7 @@ std::vector<PrewarmItem> items_from_json(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail_arg("--spec", "'", path, "' is not valid JSON: ", e.what());
   }
-  B12X_CHECK_ARG(j.is_array(), "--spec", "must hold a JSON array of {op, format, shape: [n, k], tokens, out_dtype, act_dtype, layout}");
+  B12X_CHECK_ARG(j.is_array(), "--spec", "must hold a JSON array of {op, format, shape: [n, k], tokens, out_dtype, act_dtype, layout, act, fast_accum}");
   std::vector<PrewarmItem> items;
   for (const auto& e : j) {
     try {
@@ -65,6 +66,8 @@ std::vector<PrewarmItem> items_from_json(const std::string& path) {
       if (e.contains("out_dtype")) it.out_dtype = e.at("out_dtype").get<std::string>();
       if (e.contains("act_dtype")) it.act_dtype = e.at("act_dtype").get<std::string>();
       if (e.contains("layout")) it.layout = e.at("layout").get<std::string>();
+      if (e.contains("act")) it.act = e.at("act").get<std::string>();
+      if (e.contains("fast_accum")) it.fast_accum = e.at("fast_accum").get<bool>();
       items.push_back(it);
     } catch (const nlohmann::json::exception& ex) {
       fail_arg("--spec", "bad entry ", e.dump(), ": ", ex.what());
@@ -111,7 +114,7 @@ void run_prewarm(const PrewarmOptions& o) {
       B12X_CHECK_ARG(shape.size() == 2, "--shape", "must be NxK, got '", o.shape, "'");
       items.push_back({o.op, o.format, shape[0], shape[1],
                        o.tokens.empty() ? std::vector<int64_t>{} : parse_ints(o.tokens, ',', "--tokens"), o.out_dtype,
-                       o.act_dtype, o.layout});
+                       o.act_dtype, o.layout, o.act, o.fast_accum});
     }
     B12X_CHECK_ARG(!items.empty(), "--op", "nothing to prewarm: give --op/--format/--shape, --spec FILE or --all");
     r = prewarm(items, o.arch, draw_progress);
@@ -133,8 +136,10 @@ void register_runtime(CLI::App& app) {
   pw->add_option("--shape", o->shape, "weight shape NxK");
   pw->add_option("--tokens", o->tokens, "token counts, e.g. 1,2,4,8");
   pw->add_option("--out-dtype", o->out_dtype, "output dtype (bf16, f16, f32)");
-  pw->add_option("--act-dtype", o->act_dtype, "linear: activation dtype (bf16, f16)")->capture_default_str();
+  pw->add_option("--act-dtype", o->act_dtype, "linear: activation dtype (bf16, f16; quantized modes also f32, f8_e4m3)")->capture_default_str();
   pw->add_option("--layout", o->layout, "linear: weight layout (checkpoint, tile16)")->capture_default_str();
+  pw->add_option("--act", o->act, "linear: activation mode (a16, fp8_tensor, fp8_token, fp8_block)")->capture_default_str();
+  pw->add_flag("--fast-accum", o->fast_accum, "linear, fp8_tensor / fp8_token: no FP32 promotion (linear::Caps::fast_accum)");
   pw->add_option("--spec", o->spec, "JSON file: [{op, format, shape: [n, k], tokens: [...], out_dtype}]");
   pw->add_option("--arch", o->arch, "fill the disk cache for this arch (sm_90a, sm_120a) without loading on a GPU");
   pw->add_flag("--all", o->all, "every registered kernel configuration");

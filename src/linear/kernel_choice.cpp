@@ -32,4 +32,8 @@ WeightLayout preferred_layout(Format format, DType act_dtype) {
   return tile16_supports(format, act_dtype) && !sixteen_bit ? WeightLayout::tile16 : WeightLayout::checkpoint;
 }
 
+WeightLayout preferred_layout(Format format, DType act_dtype, ActMode act) {
+  return act == ActMode::a16 ? preferred_layout(format, act_dtype) : WeightLayout::checkpoint;
+}
+
 }  // namespace b12x::linear

@@ -1,7 +1,8 @@
 // GPU linear op (include/b12x/linear/linear.h): plan validates, picks a path per token bucket (decode,
 // M <= 16: tile16 weights: src/linear/kernels/mma_tile16.cuh / mma_iq2.cuh; checkpoint weights: the
 // mma kernel, mma.cuh, where it serves the format, else the gemv kernel, gemv.cuh; prefill, M > 16:
-// wgmma_tile16.cuh) and resolves its kernel; bind checks the tensors and makes views (and, for a
+// wgmma_tile16.cuh; quantized FP8 activations at every M: fp8_gemm.cpp, wgmma_fp8.cuh) and resolves
+// its kernel; bind checks the tensors and makes views (and, for a
 // prefill path, encodes x's TMA descriptor on the host) without touching the device; run only
 // launches (the decode kernels take the same arguments; the prefill kernel x's descriptor first).
 #include "b12x/linear/linear.h"
@@ -18,6 +19,7 @@
 #include "b12x/formats/format.h"
 #include "b12x/runtime/device.h"
 #include "formats/kernel_weight.h"
+#include "linear/fp8_gemm.h"
 #include "linear/kernels/mma_iq2.cuh"        // stage / shared-memory sizes (constexpr, host-compilable)
 #include "linear/kernels/wgmma_tile16.cuh"   // the same for the prefill kernel
 #include "runtime/cuda_api.h"                // cuTensorMapEncodeTiled (bind: x's TMA descriptor)
@@ -206,7 +208,7 @@ int64_t token_bucket(int64_t tokens) {
 
 void validate_caps(const Caps& caps) {
   const FormatInfo& info = checked_format(caps.format);
-  act_code(caps.act_dtype);
+  if (caps.act == ActMode::a16) act_code(caps.act_dtype);
   float_dtype_code(caps.out_dtype, "out_dtype");
   if (caps.has_bias) float_dtype_code(caps.bias_dtype, "bias_dtype");
   B12X_CHECK_ARG(caps.n > 0, "n", "N (out_features) must be positive, got ", caps.n);
@@ -229,6 +231,10 @@ void validate_caps(const Caps& caps) {
                  caps.n);
   B12X_CHECK_ARG(caps.n <= std::numeric_limits<int64_t>::max() / 4 / caps.k, "n", "N x K = ", caps.n, " x ", caps.k,
                  " is too large");
+  if (caps.act != ActMode::a16) {  // quantized activations: their own rules (fp8_gemm.cpp)
+    fp8::validate(caps);
+    return;
+  }
   if (tile16(caps)) {
     const FormatInfo& f = format_info(caps.format);
     if (caps.kernel == DecodeKernel::gemv || !tile16_supports(caps.format, caps.act_dtype))
@@ -254,6 +260,10 @@ namespace {
 // > 16) the prefill buckets below max_tokens and max_tokens itself.
 std::vector<int64_t> path_tokens(const Caps& caps, int sm_count) {
   std::vector<int64_t> out;
+  if (caps.act != ActMode::a16) {
+    for (const auto& [top, bn] : fp8::buckets(caps, sm_count)) out.push_back(top);
+    return out;
+  }
   for (int64_t b : kTokenBuckets) {
     if (b > token_bucket(caps.max_tokens)) break;
     out.push_back(std::min(b, caps.max_tokens));
@@ -277,6 +287,7 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
   validate_caps(caps);
   B12X_CHECK_ARG(tokens >= 1 && tokens <= caps.max_tokens, "tokens", "must be in [1, max_tokens = ", caps.max_tokens,
                  "], got ", tokens);
+  if (caps.act != ActMode::a16) return fp8::path(caps, tokens, sm_count > 0 ? sm_count : kDefaultSmCount);
   PlanPath p;
   if (tokens > kMaxDecodeTokens) {  // prefill: the first prefill bucket serving `tokens`
     int64_t top = caps.max_tokens;
@@ -287,6 +298,7 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
         break;
       }
     const int f = static_cast<int>(caps.format);
+    p.kind = PathKind::prefill;
     p.max_tokens = top;
     p.tokens_per_cta = bn;
     p.block = dim3(device::kWgThreads);
@@ -347,6 +359,8 @@ std::vector<KernelSpec> kernel_specs(const Caps& caps) {
     KernelSpec s = plan_path(caps, b, kDefaultSmCount).spec;
     if (specs.empty() || specs.back().name_expression != s.name_expression) specs.push_back(std::move(s));
   }
+  if (caps.act != ActMode::a16 && caps.act_dtype != DType::f8_e4m3)
+    specs.push_back(quantize::kernel_spec(fp8::quantize_caps(caps)));
   return specs;
 }
 
@@ -392,6 +406,7 @@ std::vector<KernelSpec> all_kernel_specs() {
           specs.push_back(make_wgmma_spec(caps, bn));
         }
     }
+  for (auto& s : fp8::all_specs()) specs.push_back(std::move(s));
   return specs;
 }
 
@@ -400,13 +415,18 @@ Plan plan(const Caps& caps, cudaStream_t stream) {
   Plan p;
   p.caps = caps;
   const int sm_count = device_info().sm_count;
+  p.sm_count = sm_count;
   for (int64_t b : path_tokens(caps, sm_count)) p.paths.push_back(plan_path(caps, b, sm_count));
   for (PlanPath& path : p.paths) path.kernel = &resolve_kernel(path.spec, stream);
+  if (caps.act != ActMode::a16) {
+    p.scratch = fp8::scratch(caps, sm_count);
+    if (caps.act_dtype != DType::f8_e4m3) p.quantize = quantize::plan(fp8::quantize_caps(caps), stream);
+  }
   return p;
 }
 
 Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, const WeightView& w,
-             const TensorView& bias, const TensorView& y) {
+             const TensorView& bias, const TensorView& y, const TensorView& x_scale) {
   B12X_CHECK_ARG(!plan.paths.empty(), "plan", "has no kernel; make it with linear::plan()");
   for (const PlanPath& p : plan.paths)
     B12X_CHECK_ARG(p.kernel != nullptr, "plan", "has an unresolved path; make it with linear::plan()");
@@ -443,8 +463,11 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
   B12X_CHECK_ARG(!y.empty(), "y", "is required but was not given");
   expect(y, "y").on_cuda().same_device(w.data, "weight").aligned(dtype_size(caps.out_dtype));
 
-  if (path.tokens_per_cta > 0)
+  if (path.kind == PathKind::prefill)
     expect(y, "y").aligned(16);  // the prefill epilogue's 16-byte stores (N % 16 == 0 keeps every row aligned)
+  if (caps.act == ActMode::a16)
+    B12X_CHECK_ARG(x_scale.empty(), "x_scale", "must be empty for a16 activations (x is used as given), got ",
+                   x_scale.describe());
 
   Binding b;
   b.plan = &plan;
@@ -454,7 +477,11 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
   b.w = w;
   b.bias = bias;
   b.y = y;
-  if (path.tokens_per_cta > 0) {  // x [m, k] as a TMA map: boxes of 64 K x tokens_per_cta rows, zeros outside
+  if (path.kind == PathKind::fp8) {
+    fp8::bind(plan, scratch, x_scale, b);
+    return b;
+  }
+  if (path.kind == PathKind::prefill) {  // x [m, k] as a TMA map: boxes of 64 K x tokens_per_cta rows, zeros outside
     static_assert(sizeof(CUtensorMap) == sizeof(b.x_map), "CUtensorMap is 128 bytes");
     CUtensorMap map;
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(caps.k), static_cast<cuuint64_t>(m)};
@@ -476,6 +503,7 @@ void run(const Binding& binding, cudaStream_t stream) {
                  "binding", "has no plan; make it with linear::bind()");
   const Plan& p = *binding.plan;
   const PlanPath& path = p.paths[binding.path];
+  if (path.kind == PathKind::fp8) return fp8::run(binding, stream);
   const unsigned char* x = static_cast<const unsigned char*>(binding.x.data);
   const unsigned char* data = static_cast<const unsigned char*>(binding.w.data.data);
   const unsigned char* scale = static_cast<const unsigned char*>(binding.w.scale.data);
@@ -486,7 +514,7 @@ void run(const Binding& binding, cudaStream_t stream) {
   int m = static_cast<int>(binding.m);
   long long n = p.caps.n, k = p.caps.k;
   long long scale_cols = (p.caps.k + 127) / 128;  // fp8_block's scale columns
-  if (path.tokens_per_cta > 0) {  // prefill: the grid follows the live M
+  if (path.kind == PathKind::prefill) {  // prefill: the grid follows the live M
     void* x_map = const_cast<unsigned char*>(binding.x_map);
     void* args[] = {x_map, &data, &scale, &scale2, &bias, &bias_dtype, &y, &m, &n, &k};
     const dim3 grid(static_cast<unsigned>((binding.m + path.tokens_per_cta - 1) / path.tokens_per_cta), path.grid.y);

@@ -60,6 +60,8 @@ std::vector<KernelSpec> prewarm_specs(const PrewarmItem& item) {
       caps.act_dtype = parse_dtype(item.act_dtype, "act_dtype");
       caps.out_dtype = parse_dtype(item.out_dtype, "out_dtype");
       caps.layout = layout;
+      caps.act = parse_act_mode(item.act, "act");
+      caps.fast_accum = item.fast_accum;
       for (auto& s : linear::kernel_specs(caps)) specs.push_back(std::move(s));  // what plan(caps) resolves
     }
     return specs;  // prewarm() deduplicates: token counts in one bucket share a kernel

@@ -95,6 +95,17 @@ linear::Caps make_caps(Format f, int64_t n, int64_t k, int64_t max_tokens, DType
   return c;
 }
 
+// Quantized-activation caps: the weight format the mode takes, checkpoint layout.
+linear::Caps fp8_caps(ActMode act, int64_t n, int64_t k, int64_t max_tokens, DType x = DType::bf16,
+                      DType out = DType::bf16) {
+  const Format f = act == ActMode::fp8_tensor  ? Format::fp8_tensor
+                   : act == ActMode::fp8_token ? Format::fp8_channel
+                                               : Format::fp8_block;
+  linear::Caps c = make_caps(f, n, k, max_tokens, x, out);
+  c.act = act;
+  return c;
+}
+
 linear::Caps with_kernel(linear::Caps c, linear::DecodeKernel kernel) {
   c.kernel = kernel;
   return c;
@@ -119,12 +130,21 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   // (bf16, f16, fp8, fp8_channel, nvfp4 x 2 act, mxfp4 x bf16: 9) and 64 / 128 where it is promoted
   // (fp8_block, mxfp8, q8_0 x 2 act, mxfp4 x f16: 7), sm_90a only.
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
-  EXPECT_EQ(specs.size(),
-            all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 + (9 * 3 + 7 * 2) * 3);
+  // wgmma_fp8 (quantized activations): promoted: 3 modes x 4 token tiles (16 .. 128); fast_accum:
+  // fp8_tensor and fp8_token x 5 (16 .. 256); x 3 out, sm_90a only.
+  EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 +
+                              (9 * 3 + 7 * 2) * 3 + (3 * 4 + 2 * 5) * 3);
   std::set<std::string> names;
-  size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0;
+  size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, fp8 = 0;
   for (const auto& s : specs) {
     EXPECT_TRUE(names.insert(s.name_expression).second) << "duplicate " << s.name_expression;
+    if (s.kernel == "linear.wgmma_fp8") {
+      ++fp8;
+      EXPECT_EQ(s.source, "linear/kernels/wgmma_fp8.cuh");
+      EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a"}));
+      EXPECT_EQ(s.max_registers, 168);
+      continue;
+    }
     if (s.kernel == "linear.wgmma_tile16") {
       ++prefill;
       EXPECT_EQ(s.source, "linear/kernels/wgmma_tile16.cuh");
@@ -153,6 +173,7 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     EXPECT_GT(s.max_registers, 0);
   }
   EXPECT_EQ(prefill, (9u * 3 + 7 * 2) * 3);
+  EXPECT_EQ(fp8, (3u * 4 + 2 * 5) * 3);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
   EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
   EXPECT_EQ(iq2, 2u * 2 * 2 * 3);
@@ -179,6 +200,19 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
         for (const auto& s : linear::kernel_specs(tiled)) EXPECT_TRUE(names.count(s.name_expression)) << s.describe();
       }
     }
+  // Quantized activations: every token count's GEMM is registered (the quantize kernel is in the
+  // quantize family's list).
+  for (ActMode act : {ActMode::fp8_tensor, ActMode::fp8_token, ActMode::fp8_block})
+    for (DType xd : {DType::bf16, DType::f32, DType::f8_e4m3})
+      for (int64_t t : {1, 17, 33, 100, 128, 129, 300, 4096}) {
+        for (bool fast : {false, true}) {
+          auto c = fp8_caps(act, 300, 1024, t, xd, DType::f16);
+          c.fast_accum = fast && act != ActMode::fp8_block;
+          for (const auto& s : linear::kernel_specs(c))
+            if (s.kernel == "linear.wgmma_fp8") EXPECT_TRUE(names.count(s.name_expression)) << s.describe();
+            else EXPECT_EQ(s.kernel, "quantize.activations");
+        }
+      }
 }
 
 TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {

@@ -25,6 +25,15 @@
 // exactly into register fragments in the main loop; x arrives by TMA. It serves the formats of
 // prefill_supports (every format of the decode mma path; IQ2 not yet); max_tokens > 16 with IQ2 or
 // with checkpoint-layout weights throws Unsupported.
+// Quantized activations (caps.act = fp8_tensor / fp8_token / fp8_block, issue 6; sm_90a): x is
+// quantized to E4M3 exactly as quantize_activations (linear/reference.h) does, and wgmma_fp8
+// (src/linear/kernels/wgmma_fp8.cuh) multiplies it with fp8_tensor / fp8_channel / fp8_block weights
+// on the FP8 tensor cores, every 128-K block's sum promoted into FP32 (block scales applied there), at
+// every token count (16 .. 128 tokens per tile, 256 with fast_accum; split-K when few tiles would
+// leave SMs idle). The weight stays in
+// its checkpoint layout. With act_dtype bf16 / f16 / f32 run() first quantizes x into scratch with the
+// quantize.activations kernel; with act_dtype f8_e4m3 x is already quantized and bind takes its scales.
+// docs/LINEAR_FP8.md has the design and its error analysis.
 // A plan covers every token count up to caps.max_tokens: it resolves one kernel per token bucket
 // (1, 2, 4, 8, 16, then for prefill 64, 128, possibly one more (see kPrefillBuckets) and max_tokens)
 // up to the bucket of max_tokens, and bind
@@ -43,6 +52,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +60,8 @@
 
 #include "b12x/core/tensor.h"
 #include "b12x/formats/weight.h"
+#include "b12x/linear/reference.h"
+#include "b12x/quantize/quantize.h"
 #include "b12x/runtime/jit.h"
 #include "b12x/runtime/scratch.h"
 
@@ -77,7 +89,7 @@ struct Caps {
   Format format = Format::bf16;
   int64_t n = 0, k = 0;            // weight [N, K]: N = out_features, K = in_features
   int64_t max_tokens = 1;          // largest M that bind will be given (1 .. kMaxTokens; > 16: prefill)
-  DType act_dtype = DType::bf16;   // x: bf16 or f16
+  DType act_dtype = DType::bf16;   // x: bf16 or f16 (act a16); see `act` for the quantized modes
   DType out_dtype = DType::bf16;   // y: bf16, f16 or f32
   bool has_bias = false;           // with a bias[N] of bias_dtype (bf16, f16 or f32)
   DType bias_dtype = DType::bf16;
@@ -86,7 +98,20 @@ struct Caps {
   // read by the mma_tile16 / mma_iq2 kernels at every token count; it needs N % 16 == 0 and a format
   // tile16_supports with act_dtype, and refuses DecodeKernel::gemv.
   WeightLayout layout = WeightLayout::checkpoint;
+  // How x enters the GEMM. a16: as given (act_dtype bf16 / f16). fp8_tensor, fp8_token, fp8_block:
+  // quantized E4M3 activations with the matching weight (check_act_supported: fp8_tensor, fp8_channel,
+  // fp8_block) in the checkpoint layout; act_dtype is then x's dtype: bf16 / f16 / f32 (the op
+  // quantizes it) or f8_e4m3 (already quantized). mxfp8 / nvfp4: not yet (Unsupported).
+  ActMode act = ActMode::a16;
+  // fp8_tensor / fp8_token only: keep one FP8 tensor-core accumulator over all of K instead of
+  // promoting every 128-K block into FP32 (the tensor cores add with less than FP32 precision:
+  // docs/LINEAR_FP8.md measures both). Faster at large M (tiles of 256 tokens), less accurate; the
+  // same trade as cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM. Default: promoted.
+  bool fast_accum = false;
 };
+
+// Whether the quantized-activation GEMM (wgmma_fp8) serves this activation mode.
+bool fp8_gemm_supports(ActMode act);
 
 // Whether the mma kernel serves this weight format with these activations (checkpoint layout).
 bool mma_supports(Format format, DType act_dtype);
@@ -108,10 +133,16 @@ bool prefill_supports(Format format, DType act_dtype);
 // checkpoint rows already give 16-byte loads, and the tile16 kernel's shared-memory ring leaves less
 // L1 for x: 146.5 vs 126.2 us at M = 4, 28672 x 8192); checkpoint otherwise.
 WeightLayout preferred_layout(Format format, DType act_dtype);
+// The same for a plan with activation mode `act`: the quantized-activation GEMM (act != a16) reads
+// the checkpoint layout; a16 is preferred_layout(format, act_dtype).
+WeightLayout preferred_layout(Format format, DType act_dtype, ActMode act);
 
 // One launchable path of a plan. Paths are ordered by max_tokens; a path serves the token counts
 // above the previous path's max_tokens up to its own.
+enum class PathKind : uint8_t { decode, prefill, fp8 };
+
 struct PlanPath {
+  PathKind kind = PathKind::decode;
   int64_t max_tokens = 0;
   std::string name;                // e.g. "decode.mma{tokens=8, ksplit=2, grid=448x256}"
   KernelSpec spec;                 // the kernel configuration (what prewarm must compile)
@@ -120,13 +151,16 @@ struct PlanPath {
   size_t smem_bytes = 0;           // dynamic shared memory
   int rows_per_warp = 0;           // gemv only; kernel arguments fixed by the plan
   int ksplit = 1;
-  int tokens_per_cta = 0;          // prefill only (grid.x = ceil(M / tokens_per_cta) at run time)
+  int tokens_per_cta = 0;          // prefill (grid.x = ceil(M / tokens_per_cta) at run time) and fp8
 };
 
 struct Plan {
   Caps caps;
   std::vector<PlanPath> paths;
-  ScratchLayout scratch;  // empty: the decode path needs no scratch
+  // Quantized activations from a 16/32-bit x: the quantize.activations plan run() launches first.
+  std::optional<quantize::Plan> quantize;
+  int sm_count = 0;       // fp8 paths: the persistent grid and the split-K choice
+  ScratchLayout scratch;  // empty for a16; fp8: quantized x and its scales, split-K partials
   size_t scratch_bytes() const { return scratch.bytes(); }
   // The path serving m live tokens (1 <= m <= caps.max_tokens), else BadArgument naming 'x'.
   const PlanPath& path_for(int64_t m) const;
@@ -140,9 +174,17 @@ struct Binding {
   WeightView w;      // device
   TensorView bias;   // device [N] of caps.bias_dtype, or empty
   TensorView y;      // device [M, N] of caps.out_dtype
-  // Prefill paths: the TMA descriptor of x (a CUtensorMap, encoded by bind on the host; no device
-  // access), passed by value at launch.
+  TensorView x_scale;  // fp8 paths: see bind()
+  // Prefill and fp8 paths: the TMA descriptor of x (fp8: of the quantized x), and (fp8) of the weight
+  // (CUtensorMaps, encoded by bind on the host; no device access), passed by value at launch.
   alignas(64) unsigned char x_map[128] = {};
+  alignas(64) unsigned char w_map[128] = {};
+  // fp8 paths: the quantization launch (16/32-bit x), the operands the GEMM reads, split-K buffers.
+  quantize::Binding quant;
+  const void* xq = nullptr;
+  const float* xq_scale = nullptr;
+  float* partials = nullptr;
+  unsigned* counters = nullptr;
 };
 
 // Checks caps without CUDA (BadArgument naming the field; Unsupported for max_tokens > 16 where the
@@ -163,9 +205,12 @@ std::vector<KernelSpec> kernel_specs(const Caps& caps);
 std::vector<KernelSpec> all_kernel_specs();
 
 Plan plan(const Caps& caps, cudaStream_t stream = nullptr);
-// bias: an empty TensorView when the plan has no bias.
+// bias: an empty TensorView when the plan has no bias. x_scale (quantized activations only, device
+// f32): fp8_tensor: the static input scale [1] (graph-safe: read at run time), with either x dtype;
+// fp8_token / fp8_block with an f8_e4m3 x: x's scales, [M, 1] / [M, ceil(K / 128)] as
+// quantize.activations writes them; empty otherwise.
 Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, const WeightView& w,
-             const TensorView& bias, const TensorView& y);
+             const TensorView& bias, const TensorView& y, const TensorView& x_scale = {});
 void run(const Binding& binding, cudaStream_t stream);
 
 }  // namespace b12x::linear

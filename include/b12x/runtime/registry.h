@@ -22,6 +22,8 @@ struct PrewarmItem {
   std::string out_dtype = "bf16";
   std::string act_dtype = "bf16";   // linear: the activations' dtype (bf16 or f16)
   std::string layout = "checkpoint";  // linear: the weight's layout (checkpoint or tile16)
+  std::string act = "a16";            // linear: the activation mode (a16, fp8_tensor, fp8_token, fp8_block)
+  bool fast_accum = false;            // linear, fp8_tensor / fp8_token: linear::Caps::fast_accum
 };
 
 struct PrewarmReport {

@@ -1,0 +1,298 @@
+// Quantized-activation paths of the linear op (src/linear/fp8_gemm.h): plan rules, buckets, split-K,
+// scratch, bind (views, TMA descriptors, the quantize binding) and run (quantize, zero the split-K
+// counters, one GEMM launch).
+#include "linear/fp8_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "b12x/core/error.h"
+#include "b12x/formats/format.h"
+#include "formats/kernel_weight.h"
+#include "linear/kernels/wgmma_fp8.cuh"  // tile / stage / shared-memory sizes (constexpr, host-compilable)
+#include "runtime/cuda_api.h"            // cuTensorMapEncodeTiled, B12X_CUDA_CHECK
+
+namespace b12x::linear {
+
+bool fp8_gemm_supports(ActMode act) {
+  return act == ActMode::fp8_tensor || act == ActMode::fp8_token || act == ActMode::fp8_block;
+}
+
+namespace fp8 {
+namespace {
+
+constexpr int kMaxSplits = 16;
+constexpr int64_t kMaxUnitsPerSm = 8;
+
+int mode_code(ActMode act) {
+  switch (act) {
+    case ActMode::fp8_tensor: return device::kFp8Tensor;
+    case ActMode::fp8_token: return device::kFp8Token;
+    case ActMode::fp8_block: return device::kFp8Block;
+    default: fail_unsupported("linear: no FP8 GEMM for '", act_mode_name(act), "' activations");
+  }
+}
+
+bool quantizes_x(const Caps& caps) { return caps.act_dtype != DType::f8_e4m3; }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t w_blocks(const Caps& caps) { return ceil_div(caps.n, device::kF8Rows); }
+int64_t k_blocks(const Caps& caps) { return ceil_div(caps.k, device::kF8StageK); }
+
+KernelSpec make_spec(ActMode act, int bn, DType out, bool fast) {
+  KernelSpec s;
+  s.kernel = "linear.wgmma_fp8";
+  s.source = "linear/kernels/wgmma_fp8.cuh";
+  s.name_expression = detail::concat("b12x::linear_wgmma_fp8_kernel<", mode_code(act), ", ", bn, ", ",
+                                     kernel_weight::float_dtype_code(out, "out_dtype"), ", ", fast ? "true" : "false", ">");
+  s.config = {{"act", std::string(act_mode_name(act))},
+              {"tokens_per_tile", std::to_string(bn)},
+              {"out", std::string(dtype_name(out))},
+              {"accum", fast ? "fast" : "promoted"}};
+  s.archs = {"sm_90a"};  // wgmma, TMA, setmaxnreg
+  s.max_registers = 168;  // __launch_bounds__(384, 1); setmaxnreg moves 40 -> 232 to the consumers
+  s.options = {"--ftz=false", "--fmad=true"};
+  return s;
+}
+
+// Units (tiles x splits) of a live M on a path of bn tokens per tile.
+struct Work {
+  int64_t tiles = 0;
+  int splits = 1;
+};
+Work work(const Caps& caps, int64_t m, int bn, int sm_count) {
+  Work w;
+  w.tiles = ceil_div(m, bn) * w_blocks(caps);
+  w.splits = choose_splits(w.tiles, k_blocks(caps), bn, sm_count);
+  return w;
+}
+
+}  // namespace
+
+void validate(const Caps& caps) {
+  check_act_supported(caps.format, caps.act);  // Unsupported: the weight format does not take these activations
+  if (!fp8_gemm_supports(caps.act))
+    fail_unsupported("linear: '", act_mode_name(caps.act), "' activations (with ", format_info(caps.format).name,
+                     " weights) are not served on the GPU yet (issue 6: MXFP8 / W4A8 / NVFP4 GEMMs); the served "
+                     "quantized modes are fp8_tensor, fp8_token and fp8_block");
+  B12X_CHECK_ARG(caps.act_dtype == DType::bf16 || caps.act_dtype == DType::f16 || caps.act_dtype == DType::f32 ||
+                     caps.act_dtype == DType::f8_e4m3,
+                 "act_dtype", "must be bf16, f16 or f32 (x quantized by the op) or f8_e4m3 (x already quantized) for ",
+                 act_mode_name(caps.act), " activations, got ", dtype_name(caps.act_dtype));
+  if (caps.layout != WeightLayout::checkpoint)
+    fail_unsupported("linear: ", act_mode_name(caps.act), " activations read the weight in its checkpoint layout "
+                     "(TMA boxes of whole W rows), got ", layout_name(caps.layout),
+                     " (preferred_layout(format, act_dtype, act) says which layout to prepare)");
+  B12X_CHECK_ARG(caps.kernel == DecodeKernel::automatic, "kernel",
+                 "must be automatic for quantized activations (one kernel, wgmma_fp8, serves every M)");
+  B12X_CHECK_ARG(!caps.fast_accum || caps.act != ActMode::fp8_block, "fast_accum",
+                 "is for fp8_tensor / fp8_token activations: fp8_block promotes every 128-K block to apply its scales");
+  if (caps.act == ActMode::fp8_block)
+    B12X_CHECK_ARG(caps.k % 128 == 0, "k", "K (in_features) must be a multiple of 128 for fp8_block activations "
+                   "(their 1x128 groups), got K = ", caps.k);
+  // The kernel's unit index is 32-bit: tiles x splits at max_tokens.
+  const int widest = device::fp8_max_tokens_per_tile(caps.fast_accum);
+  B12X_CHECK_ARG(ceil_div(caps.max_tokens, widest) * w_blocks(caps) * kMaxSplits <= std::numeric_limits<int32_t>::max(),
+                 "max_tokens", "M x N = ", caps.max_tokens, " x ", caps.n, " is too large for one launch");
+}
+
+std::vector<std::pair<int64_t, int>> buckets(const Caps& caps, int sm_count) {
+  const int widest = device::fp8_max_tokens_per_tile(caps.fast_accum);
+  const int64_t sms = std::max(sm_count, 1);
+  const int64_t fill = 256 * (ceil_div(sms, w_blocks(caps)) - 1);  // largest M with fewer 256-token tiles than SMs
+  std::vector<std::pair<int64_t, int>> all = {{16, 16}, {32, 32}, {64, 64}, {128, 128}};
+  if (widest == 256 && fill > 128) all.emplace_back(fill, 128);
+  all.emplace_back(kMaxTokens, widest);
+  std::vector<std::pair<int64_t, int>> out;
+  for (const auto& [top, bn] : all) {
+    out.emplace_back(std::min(top, caps.max_tokens), bn);
+    if (top >= caps.max_tokens) break;
+  }
+  return out;
+}
+
+int choose_splits(int64_t tiles, int64_t kblocks, int bn, int sm_count) {
+  const int64_t sms = std::max(sm_count, 1);
+  auto balance = [&](int64_t units) {
+    return static_cast<double>(units) / static_cast<double>(ceil_div(units, sms) * sms);
+  };
+  if (bn > 64 || tiles <= 0) return 1;  // wide tiles: enough of them, and big partials
+  int best = 1;
+  double best_balance = balance(tiles);
+  for (int s = 2; s <= kMaxSplits && best_balance < 0.95; ++s) {
+    if (kblocks < 2 * s || tiles * s > kMaxUnitsPerSm * sms) break;
+    const double b = balance(tiles * s);
+    if (b > best_balance * 1.02) best = s, best_balance = b;  // (below one wave: more units, more SMs busy)
+  }
+  return best;
+}
+
+PlanPath path(const Caps& caps, int64_t tokens, int sm_count) {
+  int64_t top = caps.max_tokens, prev = 0;
+  int bn = 16;
+  for (const auto& [b_top, b_bn] : buckets(caps, sm_count)) {
+    if (tokens <= b_top) {
+      top = b_top, bn = b_bn;
+      break;
+    }
+    prev = b_top;
+  }
+  const int mode = mode_code(caps.act);
+  PlanPath p;
+  p.kind = PathKind::fp8;
+  p.max_tokens = top;
+  p.tokens_per_cta = bn;
+  p.block = dim3(device::kF8Threads);
+  p.smem_bytes = static_cast<size_t>(device::fp8_smem_bytes(mode, bn));
+  p.spec = make_spec(caps.act, bn, caps.out_dtype, caps.fast_accum);
+  const Work lo = work(caps, prev + 1, bn, sm_count), hi = work(caps, top, bn, sm_count);
+  p.ksplit = std::max(lo.splits, hi.splits);
+  p.grid = dim3(static_cast<unsigned>(std::min<int64_t>(hi.tiles * hi.splits, std::max(sm_count, 1))));
+  p.name = detail::concat("fp8.wgmma_fp8{act=", act_mode_name(caps.act), caps.fast_accum ? ", fast_accum" : "",
+                          ", tokens_per_tile=", bn,
+                          ", stages=", device::fp8_stages(mode, bn), ", tiles=ceil(M/", bn, ")x", w_blocks(caps),
+                          p.ksplit > 1 ? detail::concat(", ksplit<=", p.ksplit) : std::string(),
+                          ", persistent grid<=", std::max(sm_count, 1), "x", device::kF8Threads, "}");
+  return p;
+}
+
+quantize::Caps quantize_caps(const Caps& caps) {
+  quantize::Caps q;
+  q.act = caps.act;
+  q.k = caps.k;
+  q.x_dtype = caps.act_dtype;
+  q.scale_layout = quantize::ScaleLayout::linear;
+  return q;
+}
+
+std::vector<KernelSpec> all_specs() {
+  std::vector<KernelSpec> specs;
+  for (ActMode act : {ActMode::fp8_tensor, ActMode::fp8_token, ActMode::fp8_block})
+    for (bool fast : {false, true})
+      for (int bn : {16, 32, 64, 128, 256}) {
+        if (!device::fp8_valid_config(mode_code(act), bn, fast)) continue;
+        for (DType out : {DType::bf16, DType::f16, DType::f32}) specs.push_back(make_spec(act, bn, out, fast));
+      }
+  return specs;
+}
+
+ScratchLayout scratch(const Caps& caps, int sm_count) {
+  ScratchLayout l;
+  if (quantizes_x(caps)) {
+    l.add("linear.xq", static_cast<size_t>(caps.max_tokens * caps.k));
+    if (caps.act == ActMode::fp8_token) l.add("linear.xq_scales", static_cast<size_t>(caps.max_tokens) * 4);
+    if (caps.act == ActMode::fp8_block) l.add("linear.xq_scales", static_cast<size_t>(caps.max_tokens * (caps.k / 128)) * 4);
+  }
+  // Split-K buffers: the most any live M asks for (only tiles of <= 64 tokens split).
+  int64_t partial_floats = 0, counters = 0, prev = 0;
+  for (const auto& [top, bn] : buckets(caps, sm_count)) {
+    if (bn <= 64)
+      for (int64_t mb = ceil_div(prev + 1, bn); mb <= ceil_div(top, bn); ++mb) {
+        const Work w = work(caps, mb * bn, bn, sm_count);
+        if (w.splits == 1) continue;
+        partial_floats = std::max<int64_t>(partial_floats, w.tiles * w.splits * device::fp8_partial_floats(bn));
+        counters = std::max(counters, w.tiles);
+      }
+    prev = top;
+  }
+  if (partial_floats > 0) {
+    l.add("linear.partials", static_cast<size_t>(partial_floats) * 4);
+    l.add("linear.counters", static_cast<size_t>(counters) * 4);
+  }
+  return l;
+}
+
+namespace {
+
+// A 2-D E4M3 [rows, k] row-major tensor as a TMA map: boxes of 128 K x box_rows rows, 128-byte
+// swizzle (the wgmma descriptors' layout), zeros outside.
+void encode_map(unsigned char (&out)[128], const void* base, int64_t rows, int64_t k, int box_rows) {
+  static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(device::kF8StageK), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  B12X_CU_CHECK(detail::driver().cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  std::memcpy(out, &map, sizeof map);
+}
+
+}  // namespace
+
+void bind(const Plan& plan, const Scratch& scratch, const TensorView& x_scale, Binding& b) {
+  const Caps& caps = plan.caps;
+  const PlanPath& path = plan.paths[b.path];
+  const int64_t m = b.m, k = caps.k;
+  const bool prequantized = !quantizes_x(caps);
+  // x_scale: the static scale (fp8_tensor), or the given x's scales (fp8_token / fp8_block, f8 x).
+  if (caps.act == ActMode::fp8_tensor) {
+    B12X_CHECK_ARG(!x_scale.empty(), "x_scale", "is required for fp8_tensor activations (the static input scale, f32 [1])");
+    expect(x_scale, "x_scale").present().dtype(DType::f32).shape({1}).on_cuda().same_device(b.x, "x").aligned(4);
+  } else if (prequantized) {
+    const std::vector<int64_t> shape = caps.act == ActMode::fp8_token ? std::vector<int64_t>{m, 1}
+                                                                        : std::vector<int64_t>{m, k / 128};
+    B12X_CHECK_ARG(!x_scale.empty(), "x_scale", "is required: x is already quantized (", act_mode_name(caps.act),
+                   "), so bind needs its scales");
+    expect(x_scale, "x_scale").present().dtype(DType::f32).shape(shape).contiguous().on_cuda().same_device(b.x, "x").aligned(4);
+  } else {
+    B12X_CHECK_ARG(x_scale.empty(), "x_scale", "must be empty for ", act_mode_name(caps.act),
+                   " activations that the op quantizes itself (their scales are computed from x), got ",
+                   x_scale.describe());
+  }
+  b.x_scale = x_scale;
+  if (prequantized) {
+    b.xq = b.x.data;
+    b.xq_scale = static_cast<const float*>(x_scale.data);
+  } else {
+    const Device dev = b.x.device;
+    void* q = scratch_region(scratch, plan.scratch, "linear.xq");
+    const TensorView qv(q, DType::f8_e4m3, {m, k}, dev);
+    TensorView sv;
+    if (caps.act == ActMode::fp8_token) sv = TensorView(scratch_region(scratch, plan.scratch, "linear.xq_scales"), DType::f32, {m, 1}, dev);
+    if (caps.act == ActMode::fp8_block)
+      sv = TensorView(scratch_region(scratch, plan.scratch, "linear.xq_scales"), DType::f32, {m, k / 128}, dev);
+    b.quant = quantize::bind(*plan.quantize, Scratch{}, b.x, caps.act == ActMode::fp8_tensor ? x_scale : TensorView{},
+                             qv, sv);
+    b.xq = q;
+    b.xq_scale = caps.act == ActMode::fp8_tensor ? static_cast<const float*>(x_scale.data)
+                                                 : static_cast<const float*>(sv.data);
+  }
+  encode_map(b.w_map, b.w.data.data, caps.n, k, device::kF8Rows);
+  encode_map(b.x_map, b.xq, m, k, path.tokens_per_cta);
+  if (work(caps, m, path.tokens_per_cta, plan.sm_count).splits > 1) {  // run() makes the same choice
+    b.partials = static_cast<float*>(scratch_region(scratch, plan.scratch, "linear.partials"));
+    b.counters = static_cast<unsigned*>(scratch_region(scratch, plan.scratch, "linear.counters"));
+  }
+}
+
+void run(const Binding& b, cudaStream_t stream) {
+  const Plan& p = *b.plan;
+  const PlanPath& path = p.paths[b.path];
+  if (p.quantize) quantize::run(b.quant, stream);
+  const int bn = path.tokens_per_cta;
+  const Work w = work(p.caps, b.m, bn, p.sm_count);
+  if (w.splits > 1) B12X_CUDA_CHECK(cudaMemsetAsync(b.counters, 0, static_cast<size_t>(w.tiles) * 4, stream));
+  void* w_map = const_cast<unsigned char*>(b.w_map);
+  void* x_map = const_cast<unsigned char*>(b.x_map);
+  const float* w_scale = static_cast<const float*>(b.w.scale.data);  // fp8_channel / fp8_block
+  float w_scale2 = p.caps.format == Format::fp8_tensor ? b.w.scale2 : 1.0f;
+  const float* x_scale = b.xq_scale;
+  const unsigned char* bias = static_cast<const unsigned char*>(b.bias.data);
+  int bias_code = p.caps.has_bias ? kernel_weight::float_dtype_code(p.caps.bias_dtype, "bias_dtype") : -1;
+  unsigned char* y = static_cast<unsigned char*>(b.y.data);
+  int m = static_cast<int>(b.m), n = static_cast<int>(p.caps.n), k = static_cast<int>(p.caps.k);
+  int splits = w.splits;
+  float* partials = b.partials;
+  unsigned* counters = b.counters;
+  void* args[] = {w_map, x_map, &w_scale, &w_scale2, &x_scale, &bias, &bias_code, &y, &m, &n, &k, &splits, &partials, &counters};
+  const int64_t units = w.tiles * w.splits;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(units, std::max(p.sm_count, 1))));
+  path.kernel->launch(grid, path.block, path.smem_bytes, stream, args);
+}
+
+}  // namespace fp8
+}  // namespace b12x::linear

@@ -1,0 +1,32 @@
+// The quantized-activation paths of the linear op (caps.act != a16): FP8 E4M3 x times FP8 weights on
+// wgmma_fp8 (src/linear/kernels/wgmma_fp8.cuh). linear.cpp dispatches here for such plans; this file
+// holds their rules, token buckets, split-K choice, scratch, bind and run.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "b12x/linear/linear.h"
+
+namespace b12x::linear::fp8 {
+
+// The rules of quantized-activation caps beyond the common ones (BadArgument / Unsupported).
+void validate(const Caps& caps);
+// The paths as (largest M, tokens per tile), in order, the last one ending at max_tokens.
+std::vector<std::pair<int64_t, int>> buckets(const Caps& caps, int sm_count);
+// The path serving `tokens` (kernel unresolved).
+PlanPath path(const Caps& caps, int64_t tokens, int sm_count);
+// K splits for `tiles` output tiles of bn tokens: 1, or more when one unit per tile would leave SMs
+// idle in the last wave (bn <= 64 only, every split >= 2 K blocks, at most 8 units per SM).
+int choose_splits(int64_t tiles, int64_t kblocks, int bn, int sm_count);
+// The quantize.activations caps of a plan whose x is 16/32-bit (act_dtype != f8_e4m3).
+quantize::Caps quantize_caps(const Caps& caps);
+// Every wgmma_fp8 configuration (modes x tiles x output dtypes), for the registry.
+std::vector<KernelSpec> all_specs();
+// Scratch: the quantized x and its scales (16/32-bit x), split-K partials and tile counters.
+ScratchLayout scratch(const Caps& caps, int sm_count);
+// Fills the fp8 part of a binding (x, w, bias, y and path already checked and set by linear::bind).
+void bind(const Plan& plan, const Scratch& scratch, const TensorView& x_scale, Binding& b);
+void run(const Binding& b, cudaStream_t stream);
+
+}  // namespace b12x::linear::fp8

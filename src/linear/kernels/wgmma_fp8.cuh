@@ -1,0 +1,366 @@
+// linear.wgmma_fp8: the linear op with quantized activations (issue 6) on sm_90a: FP8 E4M3 x times
+// FP8 E4M3 weights on the FP8 tensor cores, the scales applied as reference_linear's spec orders them:
+//   kFp8Tensor  x fp8_tensor (static scale sx), W fp8_tensor (scale sw):  y = (sum xq wq) * (sx * sw)
+//   kFp8Token   x fp8_token (scale sx[m]),  W fp8_channel (sw[n]):         y = (sum xq wq) * sx[m] * sw[n]
+//   kFp8Block   x fp8_block (sx[m][kb]),    W fp8_block (sw[n/128][kb]):   y = sum_kb (sum_kb xq wq) * sw * sx
+// then + bias[n], rounded once to the output type.
+//
+// Accumulation. The FP8 tensor cores add each k32 product sum into their accumulator with less than
+// FP32's precision (measured on the H200: relative L2 error ~2.5e-4 at K = 608 and ~8.5e-4 at
+// K = 2048 when one accumulator runs over all of K; docs/LINEAR_FP8.md). So by default (kFast false)
+// every 128-K block is summed by the tensor cores into a zeroed set and promoted into the FP32
+// accumulator by the CUDA cores, DeepSeek-style: acc += part (kFp8Block: acc += (sw * sx[token]) *
+// part). Two part sets alternate, so the next block's wgmma run while a block is promoted; that
+// caps the tile at 128 tokens (acc + 2 parts = 3 x 64 registers). kFast (fp8_tensor / fp8_token
+// only, the caller's choice, like cuBLASLt's FAST_ACCUM) keeps one tensor-core accumulator over K
+// and tiles of up to 256 tokens.
+//
+// Orientation: like the a16 prefill kernel, Y^T[N, M] = W[N, K] . X[M, K]^T: the weight rows are the
+// MMA's M side (64 per consumer warpgroup, 128 per tile) and the tokens its N side (kBN = 16 .. 256
+// per tile), so the same kernel serves one token (N = 16) and prefill (N = 256). Both operands are
+// K-major (FP8 wgmma has no transpose) and come straight from the checkpoint layout: W [N, K] and the
+// quantized x [M, K] row-major, by TMA in boxes of 128 K (one 128-byte swizzle row) with zero fill
+// outside the tensors, so ragged M, N and K need no special case.
+//
+// CTA: 384 threads = 3 warpgroups. Warpgroup 0 produces (thread 0 issues the two TMA copies of each
+// stage; for kFp8Block warp 1 gathers the stage's kBN x scales sx[token][kb] into shared memory), its
+// registers given to the consumers with setmaxnreg. Warpgroups 1 and 2 each own 64 weight rows of
+// the tile. Full / empty mbarriers per stage; a stage is released once its wgmma have completed.
+//
+// Persistent: gridDim.x CTAs walk the work units u = blockIdx.x, + gridDim.x, ...; a unit is
+// (tile, K split): tile = u / splits (tokens fastest: neighbouring CTAs share W rows and x in L2),
+// split = u % splits covers K blocks [split * kb / splits, (split + 1) * kb / splits). The producer
+// runs ahead across unit boundaries, so the next unit's loads overlap this unit's epilogue. With
+// splits > 1 (few tiles: small M) each unit writes its FP32 partial tile to `partials`; the unit
+// that finds its tile's counter at splits - 1 (atomic, counters zeroed by run() before the launch)
+// sums the partials in split order (deterministic) and writes y.
+//
+// Epilogue: from registers. Thread (warp w, lane 4g + t) holds rows 16w + g, + 8 and tokens
+// 8c + 2t, + 1; for 16-bit y, lanes g and g ^ 1 trade one value so that each holds two adjacent rows
+// of one token and stores them as one 32-bit word.
+//
+// E4M3 NaN codes (0x7F / 0xFF) propagate through the tensor cores as NaN products, as in the spec.
+#pragma once
+#include "linear/kernels/common.cuh"
+
+namespace b12x::device {
+
+enum Fp8GemmMode : int { kFp8Tensor = 0, kFp8Token = 1, kFp8Block = 2 };
+
+constexpr int kF8Threads = 384;    // producer warpgroup + two consumer warpgroups
+constexpr int kF8Rows = 128;       // weight rows per tile
+constexpr int kF8StageK = 128;     // K per stage: one 128-byte swizzle row of each operand
+constexpr int kF8MaxStages = 8;
+constexpr int kF8SmemBudget = 227 * 1024;  // sm_90's dynamic shared-memory limit per block
+
+// Token tiles a configuration may take: promotion keeps two more FP32 sets of kBN / 2 registers,
+// which fit the consumers' 232 registers up to 128 tokens. fp8_block is always promoted.
+constexpr int fp8_max_tokens_per_tile(bool fast) { return fast ? 256 : 128; }
+constexpr bool fp8_valid_config(int mode, int bn, bool fast) {
+  return (bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 256) && bn <= fp8_max_tokens_per_tile(fast) &&
+         !(fast && mode == kFp8Block);
+}
+
+// A stage: the W box (128 rows x 128 bytes), the x box (kBN rows x 128 bytes), then (kFp8Block) the
+// kBN x scales of its K block; 1024-byte aligned for the swizzle.
+constexpr int fp8_w_bytes() { return kF8Rows * kF8StageK; }
+constexpr int fp8_x_bytes(int bn) { return bn * kF8StageK; }
+constexpr int fp8_scale_offset(int bn) { return fp8_w_bytes() + fp8_x_bytes(bn); }
+constexpr int fp8_stage_bytes(int mode, int bn) {
+  return (fp8_scale_offset(bn) + (mode == kFp8Block ? 4 * bn : 0) + 1023) / 1024 * 1024;
+}
+// Barriers (full[S], empty[S]) and the split-K flag after the ring; 1024 bytes of alignment slack.
+constexpr int fp8_stages(int mode, int bn) {
+  return (kF8SmemBudget - 2048) / fp8_stage_bytes(mode, bn) > kF8MaxStages
+             ? kF8MaxStages
+             : (kF8SmemBudget - 2048) / fp8_stage_bytes(mode, bn);
+}
+constexpr int fp8_smem_bytes(int mode, int bn) {
+  return fp8_stages(mode, bn) * fp8_stage_bytes(mode, bn) + 1024 + 16 * fp8_stages(mode, bn) + 16;
+}
+// FP32 partial sums of one unit: the tile's 128 rows x kBN tokens.
+constexpr long long fp8_partial_floats(int bn) { return static_cast<long long>(kF8Rows) * bn; }
+
+}  // namespace b12x::device
+
+#if defined(__CUDACC__)
+#include "device/wgmma_fp8.cuh"
+
+namespace b12x {
+
+// kMode (Fp8GemmMode), kBN tokens per tile, kOut, kFast (fp8_valid_config).
+// w_map: W [n, k] E4M3 (box {128, 128}); x_map: xq [m, k] E4M3 (box {128, kBN}); both 128-byte
+// swizzle, zero fill. w_scale: kFp8Token [n] / kFp8Block [ceil(n/128), ceil(k/128)] FP32; w_scale2:
+// kFp8Tensor's weight scale. x_scale: kFp8Tensor [1] / kFp8Token [m] / kFp8Block [m, ceil(k/128)].
+// splits >= 1 with splits <= ceil(k / 128); partials / counters (splits > 1): fp8_partial_floats(kBN)
+// floats per unit and one zeroed counter per tile. grid = (min(units, SMs)); dynamic shared memory
+// fp8_smem_bytes(kMode, kBN).
+template <int kMode, int kBN, int kOut, bool kFast>
+__global__ void __launch_bounds__(device::kF8Threads, 1)
+    linear_wgmma_fp8_kernel(const __grid_constant__ device::TmaMap w_map, const __grid_constant__ device::TmaMap x_map,
+                            const float* __restrict__ w_scale, float w_scale2, const float* __restrict__ x_scale,
+                            const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
+                            int m, int n, int k, int splits, float* __restrict__ partials,
+                            unsigned* __restrict__ counters) {
+  using namespace device;
+  static_assert(fp8_valid_config(kMode, kBN, kFast), "tokens per tile: 16 .. 128 (kFast: .. 256), a power of two");
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kS = fp8_stages(kMode, kBN), kStage = fp8_stage_bytes(kMode, kBN);
+  constexpr int kXOff = fp8_w_bytes(), kScOff = fp8_scale_offset(kBN);
+  constexpr bool kBlock = kMode == kFp8Block;
+  static_assert(kS >= 2, "ring of at least two stages");
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* ring =
+      reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+  const unsigned bars = smem_u32(ring + kS * kStage);  // full[kS], then empty[kS]
+  auto full = [&](int s) { return bars + 8u * s; };
+  auto empty = [&](int s) { return bars + 8u * (kS + s); };
+  int* last_flag = reinterpret_cast<int*>(ring + kS * kStage + 16 * kS);
+
+  const int kblocks = (k + kF8StageK - 1) / kF8StageK;
+  const int m_blocks = (m + kBN - 1) / kBN;
+  const int tiles = m_blocks * ((n + kF8Rows - 1) / kF8Rows);
+  const int units = tiles * splits;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kS; ++s) mbar_init(full(s), kBlock ? 1 + 32 : 1), mbar_init(empty(s), 8);
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  const int wg = static_cast<int>(threadIdx.x >> 7);
+  const int warp = static_cast<int>((threadIdx.x >> 5) & 3);
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  // A unit's tile coordinates and K-block range.
+  auto unit_range = [&](int u, int& w_blk, int& m_blk, int& kb0, int& kb1) {
+    const int tile = u / splits, split = u - tile * splits;
+    m_blk = tile % m_blocks;
+    w_blk = tile / m_blocks;
+    kb0 = static_cast<int>(static_cast<long long>(split) * kblocks / splits);
+    kb1 = static_cast<int>(static_cast<long long>(split + 1) * kblocks / splits);
+  };
+
+  if (wg == 0) {  // producer
+    warpgroup_regs_dec<40>();
+    const bool tma = warp == 0 && lane == 0, gather = kBlock && warp == 1;
+    if (tma || gather) {
+      const int kcols = kblocks;
+      int it = 0;
+      for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
+        int w_blk, m_blk, kb0, kb1;
+        unit_range(u, w_blk, m_blk, kb0, kb1);
+        // Promoted: blocks in pairs, an odd last block loaded twice (the consumers skip the copy).
+        const int kb_end = kFast ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
+        for (int i = kb0; i < kb_end; ++i, ++it) {
+          const int kb = i < kb1 ? i : kb1 - 1;
+          const int s = it % kS;
+          if (it >= kS) mbar_wait(empty(s), ((it / kS) - 1) & 1);
+          unsigned char* st = ring + s * kStage;
+          if (tma) {
+            mbar_arrive_expect_tx(full(s), fp8_w_bytes() + fp8_x_bytes(kBN));
+            tma_load_2d(smem_u32(st), &w_map, kF8StageK * kb, kF8Rows * w_blk, full(s));
+            tma_load_2d(smem_u32(st + kXOff), &x_map, kF8StageK * kb, kBN * m_blk, full(s));
+          } else {  // the stage's x scales: token m_blk * kBN + i at float i (0 past m), by cp.async
+            const unsigned sc = smem_u32(st + kScOff);
+            B12X_UNROLL
+            for (int i = lane; i < kBN; i += 32) {
+              const int tok = kBN * m_blk + i;
+              cp_async_4_zfill(sc + 4 * i, tok < m ? x_scale + static_cast<long long>(tok) * kcols + kb : x_scale, tok < m);
+            }
+            cp_async_arrive_noinc(full(s));  // the warp runs on; the barrier completes when they land
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  // Consumers.
+  warpgroup_regs_inc<232>();
+  const int cw = wg - 1;                               // consumer warpgroup 0 / 1: rows 64 cw ..
+  const int ctid = static_cast<int>(threadIdx.x) - 128;  // 0 .. 255
+  const int g = lane >> 2, t = lane & 3;
+  const int row_in_tile = 64 * cw + 16 * warp + g;     // rows row_in_tile and + 8
+  const float tensor_alpha = kMode == kFp8Tensor ? mul_rn(ld_f32(x_scale), w_scale2) : 1.0f;
+  // Stage kb's wgmma have completed: its slot may be refilled.
+  auto release = [&](int s) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(s));
+  };
+  auto descs = [&](int s, int kk, unsigned long long& a, unsigned long long& b) {
+    const unsigned st = smem_u32(ring + s * kStage);
+    a = wgmma_desc_sw128(st + 64 * kF8StageK * cw + 32 * kk);
+    b = wgmma_desc_sw128(st + kXOff + 32 * kk);
+  };
+
+  int it = 0;
+  for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
+    int w_blk, m_blk, kb0, kb1;
+    unit_range(u, w_blk, m_blk, kb0, kb1);
+    float acc[kBN / 2];
+    B12X_UNROLL
+    for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+    // Stage s's four k32 wgmma into d (the first ignores d's old value, unless `more`), one group.
+    auto issue = [&](float (&d)[kBN / 2], int s, bool more) {
+      wgmma_fence_regs(d);
+      wgmma_fence();
+      B12X_UNROLL
+      for (int kk = 0; kk < kF8StageK / 32; ++kk) {
+        unsigned long long a, b;
+        descs(s, kk, a, b);
+        wgmma_fp8<kBN>(d, a, b, more || kk > 0);
+      }
+      wgmma_commit();
+      wgmma_fence_regs(d);
+    };
+    if constexpr (kFast) {  // one tensor-core accumulator over the unit's K
+      for (int kb = kb0; kb < kb1; ++kb, ++it) {
+        const int s = it % kS;
+        mbar_wait(full(s), (it / kS) & 1);
+        issue(acc, s, kb > kb0);
+        wgmma_wait<1>();  // the previous stage's wgmma are done
+        if (kb > kb0) release((it - 1) % kS);
+      }
+      wgmma_wait<0>();
+      wgmma_fence_regs(acc);
+      release((it - 1) % kS);
+    } else {
+      // Promotion per 128-K block, two blocks at a time: blocks j and j + 1 go into the zeroed sets pa
+      // and pb (two commit groups); pa is added into acc (kFp8Block: times sw * sx[token]) while pb's
+      // wgmma run, then pb once they are done. Both groups are issued and retired inside one
+      // iteration: ptxas serialises every wgmma of a kernel whose groups outlive a loop iteration
+      // before being read (C7514). An odd last block is paired with a second load of itself, whose
+      // sum is not promoted.
+      float pa[kBN / 2], pb[kBN / 2];
+      const long long kcols = (k + 127) >> 7;
+      const float* sw_row = kBlock ? w_scale + static_cast<long long>(w_blk) * kcols : nullptr;
+      auto promote = [&](float (&p)[kBN / 2], int s, float sw) {
+        wgmma_fence_regs(p);
+        if constexpr (kBlock) {
+          const float* sc = reinterpret_cast<const float*>(ring + s * kStage + kScOff);
+          B12X_UNROLL
+          for (int c = 0; c < kBN / 8; ++c) {  // tokens 8c + 2t, + 1
+            const float2 v = *reinterpret_cast<const float2*>(sc + 8 * c + 2 * t);
+            const float f0 = mul_rn(sw, v.x), f1 = mul_rn(sw, v.y);
+            acc[4 * c] = fma_rn(f0, p[4 * c], acc[4 * c]);
+            acc[4 * c + 1] = fma_rn(f1, p[4 * c + 1], acc[4 * c + 1]);
+            acc[4 * c + 2] = fma_rn(f0, p[4 * c + 2], acc[4 * c + 2]);
+            acc[4 * c + 3] = fma_rn(f1, p[4 * c + 3], acc[4 * c + 3]);
+          }
+        } else {
+          B12X_UNROLL
+          for (int i = 0; i < kBN / 2; ++i) acc[i] = add_rn(acc[i], p[i]);
+        }
+      };
+      for (int j = kb0; j < kb1; j += 2, it += 2) {
+        const int s0 = it % kS, s1 = (it + 1) % kS;
+        mbar_wait(full(s0), (it / kS) & 1);
+        mbar_wait(full(s1), ((it + 1) / kS) & 1);
+        issue(pa, s0, false);
+        issue(pb, s1, false);
+        // kFp8Block: the blocks' weight scales (the tile's 128 rows are one block row), loaded while
+        // the wgmma run.
+        const float sw0 = kBlock ? ld_f32(sw_row + j) : 1.0f;
+        const float sw1 = kBlock ? ld_f32(sw_row + (j + 1 < kb1 ? j + 1 : j)) : 1.0f;
+        wgmma_wait<1>();  // pa's group is done
+        promote(pa, s0, sw0);
+        release(s0);
+        wgmma_wait<0>();
+        if (j + 1 < kb1) promote(pb, s1, sw1);
+        release(s1);
+      }
+    }
+
+    if (splits > 1) {  // partial tile out; the last unit of the tile sums them
+      const int tile = u / splits, split = u - tile * splits;
+      float* mine = partials + (static_cast<long long>(tile) * splits + split) * fp8_partial_floats(kBN);
+      B12X_UNROLL
+      for (int i = 0; i < kBN / 2; i += 4)
+        __stcg(reinterpret_cast<float4*>(mine) + (i / 4) * 256 + ctid, make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]));
+      __threadfence();
+      named_barrier(1, 256);
+      if (ctid == 0) *last_flag = atomicAdd(counters + tile, 1u) == static_cast<unsigned>(splits - 1);
+      named_barrier(1, 256);
+      // (The next write of the flag follows the next unit's first barrier, after every read of this one.)
+      if (*last_flag == 0) continue;
+      __threadfence();
+      const float* all = partials + static_cast<long long>(tile) * splits * fp8_partial_floats(kBN);
+      B12X_UNROLL
+      for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
+      for (int sp = 0; sp < splits; ++sp) {
+        const float4* p = reinterpret_cast<const float4*>(all + sp * fp8_partial_floats(kBN));
+        B12X_UNROLL
+        for (int i = 0; i < kBN / 2; i += 4) {
+          const float4 v = __ldcg(p + (i / 4) * 256 + ctid);
+          acc[i] = add_rn(acc[i], v.x), acc[i + 1] = add_rn(acc[i + 1], v.y);
+          acc[i + 2] = add_rn(acc[i + 2], v.z), acc[i + 3] = add_rn(acc[i + 3], v.w);
+        }
+      }
+    }
+
+    // Epilogue: scale, bias, round; y[token][row].
+    const long long r_lo = static_cast<long long>(kF8Rows) * w_blk + row_in_tile;
+    float sw_lo = 1.0f, sw_hi = 1.0f, b_lo = 0.0f, b_hi = 0.0f;
+    if constexpr (kMode == kFp8Token) {
+      sw_lo = r_lo < n ? ld_f32(w_scale + r_lo) : 0.0f;
+      sw_hi = r_lo + 8 < n ? ld_f32(w_scale + r_lo + 8) : 0.0f;
+    }
+    const bool has_bias = bias_code != kBiasNone;
+    if (has_bias) {
+      b_lo = r_lo < n ? load_bias(bias, bias_code, r_lo) : 0.0f;
+      b_hi = r_lo + 8 < n ? load_bias(bias, bias_code, r_lo + 8) : 0.0f;
+    }
+    auto finish = [&](float v, float alpha, float b) {
+      if constexpr (kMode != kFp8Block) v = mul_rn(v, alpha);
+      return has_bias ? add_rn(v, b) : v;
+    };
+    B12X_UNROLL
+    for (int c = 0; c < kBN / 8; ++c) {
+      const int tok0 = kBN * m_blk + 8 * c + 2 * t;
+      float sx0 = 1.0f, sx1 = 1.0f;
+      if constexpr (kMode == kFp8Token) {
+        sx0 = tok0 < m ? ld_f32(x_scale + tok0) : 0.0f;
+        sx1 = tok0 + 1 < m ? ld_f32(x_scale + tok0 + 1) : 0.0f;
+      }
+      // alpha = sx * sw, one rounding (the spec's double product of two FP32 values, rounded once).
+      auto alpha = [&](float sx, float sw) { return kMode == kFp8Tensor ? tensor_alpha : mul_rn(sx, sw); };
+      B12X_UNROLL
+      for (int h = 0; h < 2; ++h) {  // rows r_lo (h = 0) and r_lo + 8
+        const long long r = r_lo + 8 * h;
+        const float sw = h ? sw_hi : sw_lo, b = h ? b_hi : b_lo;
+        const float v0 = finish(acc[4 * c + 2 * h], alpha(sx0, sw), b);
+        const float v1 = finish(acc[4 * c + 2 * h + 1], alpha(sx1, sw), b);
+        if constexpr (kOut == kOutF32) {
+          if (r < n) {
+            if (tok0 < m) st_u32(y + 4 * (static_cast<long long>(tok0) * n + r), f32_out_bits(v0));
+            if (tok0 + 1 < m) st_u32(y + 4 * (static_cast<long long>(tok0 + 1) * n + r), f32_out_bits(v1));
+          }
+        } else {
+          // Lane g even keeps token tok0 and takes row r + 1 of it from lane g + 1; lane g odd keeps
+          // token tok0 + 1 and takes row r - 1 of it from lane g - 1.
+          const bool odd = g & 1;
+          const float got = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
+          const int tok = odd ? tok0 + 1 : tok0;
+          const long long r0 = odd ? r - 1 : r;  // the even row of the pair
+          const unsigned bits = kOut == kOutBf16 ? pack_bf16x2(odd ? got : v0, odd ? v1 : got)
+                                                 : pack_f16x2(odd ? got : v0, odd ? v1 : got);
+          if (tok < m && r0 < n) {
+            unsigned char* p = y + 2 * (static_cast<long long>(tok) * n + r0);
+            if (r0 + 1 < n && (n & 1) == 0) st_u32(p, bits);
+            else {
+              st_u16(p, bits & 0xFFFFu);
+              if (r0 + 1 < n) st_u16(p + 2, bits >> 16);
+            }
+          }
+        }
+      }
+    }
+  }
+#else
+  (void)w_map, (void)x_map, (void)w_scale, (void)w_scale2, (void)x_scale, (void)bias, (void)bias_code, (void)y, (void)m,
+      (void)n, (void)k, (void)splits, (void)partials, (void)counters;
+#endif
+}
+
+}  // namespace b12x
+#endif

@@ -1,0 +1,283 @@
+// linear with quantized activations (the wgmma_fp8 paths) without a GPU: token buckets, tile sizes and
+// shared memory, the split-K choice, scratch layouts, and plan / bind rejecting bad arguments (naming
+// them) before anything touches CUDA. The kernels compile for sm_90a in the registry test
+// (runtime.Jit.EveryRegisteredKernelCompiles); they run in tests/linear/linear_fp8_gpu.cpp.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "b12x/b12x.h"
+#include "b12x/linear/linear.h"
+#include "b12x/runtime/registry.h"
+#include "linear/fp8_gemm.h"
+#include "linear/kernels/wgmma_fp8.cuh"
+#include "support/errors.h"
+#include "support/fake_device.h"
+
+namespace b12x {
+namespace {
+
+using test::expect_bad_argument;
+using test::fake_device_ptr;
+using test::fake_device_tensor;
+
+Format weight_format(ActMode act) {
+  return act == ActMode::fp8_tensor ? Format::fp8_tensor : act == ActMode::fp8_token ? Format::fp8_channel : Format::fp8_block;
+}
+
+linear::Caps fp8_caps(ActMode act, int64_t n, int64_t k, int64_t max_tokens, DType x = DType::bf16) {
+  linear::Caps c;
+  c.format = weight_format(act);
+  c.act = act;
+  c.n = n;
+  c.k = k;
+  c.max_tokens = max_tokens;
+  c.act_dtype = x;
+  return c;
+}
+
+template <class E>
+void expect_throws_mentioning(const std::function<void()>& f, const std::vector<std::string>& mentions) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an exception";
+  } catch (const E& e) {
+    for (const auto& m : mentions) EXPECT_NE(std::string(e.what()).find(m), std::string::npos) << e.what();
+  }
+}
+
+TEST(LinearFp8, PathsTileTheTokensAndFitSharedMemory) {
+  const linear::Caps caps = fp8_caps(ActMode::fp8_tensor, 28672, 8192, 4096);
+  std::vector<int64_t> tops;
+  std::vector<int> tiles;
+  for (int64_t t : {1, 16, 17, 32, 33, 64, 65, 128, 129, 4096}) {
+    const linear::PlanPath p = linear::plan_path(caps, t, 132);
+    EXPECT_EQ(p.kind, linear::PathKind::fp8);
+    EXPECT_EQ(p.name.rfind("fp8.wgmma_fp8{act=fp8_tensor", 0), 0u) << p.name;
+    EXPECT_EQ(p.block.x, 384u);
+    EXPECT_EQ(p.spec.kernel, "linear.wgmma_fp8");
+    tops.push_back(p.max_tokens);
+    tiles.push_back(p.tokens_per_cta);
+  }
+  // Promoted accumulation (the default): at most 128 tokens per tile (acc + part registers).
+  EXPECT_EQ(tops, (std::vector<int64_t>{16, 16, 32, 32, 64, 64, 128, 128, 4096, 4096}));
+  EXPECT_EQ(tiles, (std::vector<int>{16, 16, 32, 32, 64, 64, 128, 128, 128, 128}));
+  const linear::Caps block = fp8_caps(ActMode::fp8_block, 28672, 8192, 4096);
+  EXPECT_EQ(linear::plan_path(block, 4096, 132).tokens_per_cta, 128);
+  EXPECT_EQ(linear::plan_path(block, 129, 132).max_tokens, 4096);
+  // fast_accum: 256-token tiles, 128 while they would leave SMs idle (N = 4096: 32 row tiles, M <= 1024).
+  linear::Caps fast = fp8_caps(ActMode::fp8_tensor, 28672, 8192, 4096);
+  fast.fast_accum = true;
+  EXPECT_EQ(linear::plan_path(fast, 4096, 132).tokens_per_cta, 256);
+  EXPECT_NE(linear::plan_path(fast, 4096, 132).name.find("fast_accum"), std::string::npos);
+  fast.n = 4096;
+  EXPECT_EQ(linear::plan_path(fast, 1024, 132).tokens_per_cta, 128);
+  EXPECT_EQ(linear::plan_path(fast, 1025, 132).tokens_per_cta, 256);
+  // One spec per distinct path, plus the quantize kernel when the op quantizes x.
+  EXPECT_EQ(linear::kernel_specs(caps).size(), 5u);
+  EXPECT_EQ(linear::kernel_specs(caps).back().kernel, "quantize.activations");
+  EXPECT_EQ(linear::kernel_specs(fp8_caps(ActMode::fp8_token, 28672, 8192, 16, DType::f8_e4m3)).size(), 1u);
+  // Every tile's ring fits the opt-in shared memory with at least 4 stages.
+  for (int mode : {device::kFp8Tensor, device::kFp8Token, device::kFp8Block})
+    for (bool f : {false, true})
+      for (int bn : {16, 32, 64, 128, 256}) {
+        if (!device::fp8_valid_config(mode, bn, f)) continue;
+        EXPECT_GE(device::fp8_stages(mode, bn), 4) << mode << " " << bn;
+        EXPECT_LE(device::fp8_smem_bytes(mode, bn), 227 * 1024) << mode << " " << bn;
+        EXPECT_EQ(device::fp8_stage_bytes(mode, bn) % 1024, 0);
+      }
+  EXPECT_FALSE(device::fp8_valid_config(device::kFp8Tensor, 256, false));
+  EXPECT_TRUE(device::fp8_valid_config(device::kFp8Tensor, 256, true));
+  EXPECT_FALSE(device::fp8_valid_config(device::kFp8Block, 128, true));
+  EXPECT_FALSE(device::fp8_valid_config(device::kFp8Tensor, 48, false));
+}
+
+TEST(LinearFp8, SplitKOnlyWhereTilesLeaveSmsIdle) {
+  using linear::fp8::choose_splits;
+  // 224 tiles of 16 tokens on 132 SMs: 1 unit per tile leaves 85% balance; 4 splits give 896 units (97%).
+  EXPECT_EQ(choose_splits(224, 64, 16, 132), 4);
+  EXPECT_EQ(choose_splits(32, 112, 16, 132), 4);   // 4096 x 14336: 32 tiles -> 128 units
+  EXPECT_EQ(choose_splits(264, 64, 16, 132), 1);   // two full waves already
+  EXPECT_EQ(choose_splits(32, 112, 128, 132), 1);  // wide tiles never split
+  EXPECT_EQ(choose_splits(1, 3, 16, 132), 1);      // every split keeps >= 2 K blocks
+  EXPECT_EQ(choose_splits(1, 4, 16, 132), 2);
+  for (int64_t tiles : {1, 7, 33, 100, 131, 500})
+    for (int64_t kb : {1, 2, 8, 64, 1000}) {
+      const int s = choose_splits(tiles, kb, 32, 132);
+      EXPECT_GE(s, 1);
+      EXPECT_LE(s, 16);
+      EXPECT_TRUE(s == 1 || kb >= 2 * s) << tiles << " " << kb;
+      EXPECT_LE(tiles * s, std::max<int64_t>(tiles, 8 * 132));
+    }
+  const linear::PlanPath p = linear::plan_path(fp8_caps(ActMode::fp8_tensor, 28672, 8192, 16), 1, 132);
+  EXPECT_EQ(p.ksplit, 4);
+  EXPECT_NE(p.name.find("ksplit<=4"), std::string::npos) << p.name;
+  EXPECT_EQ(linear::plan_path(fp8_caps(ActMode::fp8_tensor, 28672, 8192, 4096), 4096, 132).ksplit, 1);
+}
+
+TEST(LinearFp8, ScratchHoldsQuantizedXAndSplitKBuffers) {
+  const ScratchLayout q = linear::fp8::scratch(fp8_caps(ActMode::fp8_block, 4096, 8192, 64), 132);
+  EXPECT_GE(q.bytes(), size_t{64} * 8192 + 64 * 64 * 4);
+  EXPECT_NO_THROW(q.offset("linear.xq"));
+  EXPECT_NO_THROW(q.offset("linear.xq_scales"));
+  EXPECT_NO_THROW(q.offset("linear.partials"));  // 32 row tiles split at 1..64 tokens
+  EXPECT_NO_THROW(q.offset("linear.counters"));
+  const ScratchLayout pre = linear::fp8::scratch(fp8_caps(ActMode::fp8_tensor, 28672, 8192, 4096, DType::f8_e4m3), 132);
+  EXPECT_THROW(pre.offset("linear.xq"), Error);  // x arrives quantized
+  // 896 units of 128 x 16 FP32 partials at M <= 16.
+  EXPECT_GE(pre.bytes(), size_t{896} * 128 * 16 * 4);
+  const ScratchLayout none = linear::fp8::scratch(fp8_caps(ActMode::fp8_tensor, 65536, 8192, 4096, DType::f8_e4m3), 132);
+  EXPECT_EQ(none.bytes(), 0u);  // 512 row tiles: never split
+}
+
+TEST(LinearFp8, PlanRejectsBadCapsWithoutAGpu) {
+  auto plan_of = [](linear::Caps c) { return [c] { linear::plan(c); }; };
+  {  // a weight format the mode does not take
+    linear::Caps c = fp8_caps(ActMode::fp8_tensor, 256, 256, 4);
+    c.format = Format::fp8_channel;
+    expect_throws_mentioning<Unsupported>(plan_of(c), {"fp8_tensor", "fp8_channel"});
+  }
+  for (auto [act, f] : {std::pair{ActMode::mxfp8, Format::mxfp8}, std::pair{ActMode::mxfp8, Format::mxfp4},
+                        std::pair{ActMode::nvfp4, Format::nvfp4}}) {
+    linear::Caps c = fp8_caps(ActMode::fp8_tensor, 256, 256, 4);
+    c.act = act;
+    c.format = f;
+    expect_throws_mentioning<Unsupported>(plan_of(c), {"not served on the GPU yet", "issue 6"});
+  }
+  {
+    linear::Caps c = fp8_caps(ActMode::fp8_token, 256, 256, 4);
+    c.layout = WeightLayout::tile16;
+    expect_throws_mentioning<Unsupported>(plan_of(c), {"checkpoint layout", "tile16"});
+  }
+  for (DType bad : {DType::f64, DType::u8, DType::i32})
+    expect_bad_argument(plan_of(fp8_caps(ActMode::fp8_tensor, 256, 256, 4, bad)), "act_dtype");
+  {
+    linear::Caps c = fp8_caps(ActMode::fp8_tensor, 256, 256, 4);
+    c.kernel = linear::DecodeKernel::gemv;
+    expect_bad_argument(plan_of(c), "kernel");
+  }
+  expect_bad_argument(plan_of(fp8_caps(ActMode::fp8_block, 256, 160, 4)), "k", {"128"});
+  {
+    linear::Caps c = fp8_caps(ActMode::fp8_block, 256, 256, 4);
+    c.fast_accum = true;
+    expect_bad_argument(plan_of(c), "fast_accum");
+  }
+  expect_bad_argument(plan_of(fp8_caps(ActMode::fp8_tensor, 256, 48, 4)), "k");  // the common K % 32 rule
+  expect_bad_argument(plan_of(fp8_caps(ActMode::fp8_tensor, 256, 256, 0)), "max_tokens");
+  expect_bad_argument(plan_of(fp8_caps(ActMode::fp8_tensor, int64_t{1} << 30, 256, linear::kMaxTokens)), "max_tokens");
+  for (const linear::Caps& ok : {fp8_caps(ActMode::fp8_tensor, 300, 608, 300, DType::f32),
+                                 fp8_caps(ActMode::fp8_token, 1, 32, 1, DType::f8_e4m3),
+                                 fp8_caps(ActMode::fp8_block, 129, 1280, 70000, DType::f16)})
+    EXPECT_NO_THROW(linear::validate_caps(ok));
+}
+
+TEST(LinearFp8, PreferredLayoutAndPrewarmFollowTheActivationMode) {
+  EXPECT_EQ(linear::preferred_layout(Format::fp8_tensor, DType::bf16, ActMode::fp8_tensor), WeightLayout::checkpoint);
+  EXPECT_EQ(linear::preferred_layout(Format::fp8_tensor, DType::bf16, ActMode::a16),
+            linear::preferred_layout(Format::fp8_tensor, DType::bf16));
+  PrewarmItem item{"linear", "fp8_block", 4096, 8192, {1, 4096}, "f32", "bf16", "checkpoint", "fp8_block"};
+  std::set<std::string> kernels;  // what plan(max_tokens = 1) and plan(max_tokens = 4096) resolve
+  for (const KernelSpec& s : prewarm_specs(item)) kernels.insert(s.describe());
+  EXPECT_EQ(kernels.size(), 5u);  // tiles of 16, 32, 64 and 128 tokens, and the quantize kernel
+  for (int bn : {16, 32, 64, 128})
+    EXPECT_EQ(kernels.count(detail::concat("linear.wgmma_fp8{act=fp8_block, tokens_per_tile=", bn, ", out=f32, accum=promoted}")),
+              1u) << bn;
+  EXPECT_EQ(kernels.count("quantize.activations{act=fp8_block, x=bf16}"), 1u);
+  item.format = "fp8";
+  item.act = "fp8_tensor";
+  item.fast_accum = true;
+  const std::vector<KernelSpec> fast = prewarm_specs(item);
+  EXPECT_NE(fast.front().describe().find("accum=fast"), std::string::npos) << fast.front().describe();
+  item.act = "mxfp8";
+  EXPECT_THROW(prewarm_specs(item), Unsupported);
+}
+
+// A plan as linear::plan makes it, with stand-in kernels (bind makes no CUDA call before it encodes
+// the TMA descriptors, after every check).
+struct FakeFp8Plan {
+  linear::Plan plan;
+  explicit FakeFp8Plan(const linear::Caps& caps) {
+    plan.caps = caps;
+    plan.sm_count = 132;
+    for (const auto& [top, bn] : linear::fp8::buckets(caps, 132)) {
+      plan.paths.push_back(linear::plan_path(caps, top, 132));
+      plan.paths.back().kernel = &test::fake_kernel();
+    }
+    plan.scratch = linear::fp8::scratch(caps, 132);
+    if (caps.act_dtype != DType::f8_e4m3) {
+      quantize::Plan q;
+      q.caps = linear::fp8::quantize_caps(caps);
+      q.kernel = &test::fake_kernel();
+      plan.quantize = q;
+    }
+  }
+  Scratch scratch() const { return Scratch{fake_device_ptr(8), plan.scratch_bytes(), Device::cuda(0)}; }
+};
+
+TEST(LinearFp8, BindValidatesWithoutAGpu) {
+  const int64_t n = 256, k = 512, m = 3;
+  auto weight = [&](ActMode act) { return test::fake_device_weight(weight_format(act), n, k); };
+  auto y = [&] { return fake_device_tensor(3, DType::bf16, {m, n}); };
+  {  // fp8_tensor: the static scale is required, f32 [1] on the device
+    FakeFp8Plan fp(fp8_caps(ActMode::fp8_tensor, n, k, 16));
+    const TensorView x = fake_device_tensor(2, DType::bf16, {m, k});
+    auto bind_with = [&](const TensorView& s) {
+      return [&, s] { linear::bind(fp.plan, fp.scratch(), x, weight(ActMode::fp8_tensor), TensorView{}, y(), s); };
+    };
+    expect_bad_argument(bind_with(TensorView{}), "x_scale", {"required"});
+    expect_bad_argument(bind_with(fake_device_tensor(4, DType::bf16, {1})), "x_scale");
+    expect_bad_argument(bind_with(fake_device_tensor(4, DType::f32, {2})), "x_scale");
+    expect_bad_argument(bind_with(fake_device_tensor(4, DType::f32, {1}, Device::host())), "x_scale");
+    // scratch smaller than the plan's layout
+    expect_bad_argument([&] {
+      linear::bind(fp.plan, Scratch{fake_device_ptr(8), 64, Device::cuda(0)}, x, weight(ActMode::fp8_tensor), TensorView{},
+                   y(), fake_device_tensor(4, DType::f32, {1}));
+    }, "scratch");
+    // x of another dtype than planned
+    expect_bad_argument([&] {
+      linear::bind(fp.plan, fp.scratch(), fake_device_tensor(2, DType::f8_e4m3, {m, k}), weight(ActMode::fp8_tensor),
+                   TensorView{}, y(), fake_device_tensor(4, DType::f32, {1}));
+    }, "x");
+    // a tile16 weight
+    WeightView tiled = weight(ActMode::fp8_tensor);
+    tiled.layout = WeightLayout::tile16;
+    expect_bad_argument([&] {
+      linear::bind(fp.plan, fp.scratch(), x, tiled, TensorView{}, y(), fake_device_tensor(4, DType::f32, {1}));
+    }, "weight");
+  }
+  {  // fp8_token with BF16 x: the op computes the scales, so none may be given
+    FakeFp8Plan fp(fp8_caps(ActMode::fp8_token, n, k, 16));
+    expect_bad_argument([&] {
+      linear::bind(fp.plan, fp.scratch(), fake_device_tensor(2, DType::bf16, {m, k}), weight(ActMode::fp8_token),
+                   TensorView{}, y(), fake_device_tensor(4, DType::f32, {m, 1}));
+    }, "x_scale", {"must be empty"});
+  }
+  for (ActMode act : {ActMode::fp8_token, ActMode::fp8_block}) {  // quantized x: its scales, exact shape
+    FakeFp8Plan fp(fp8_caps(act, n, k, 16, DType::f8_e4m3));
+    const TensorView x = fake_device_tensor(2, DType::f8_e4m3, {m, k});
+    auto bind_with = [&](const TensorView& s) {
+      return [&, s] { linear::bind(fp.plan, fp.scratch(), x, weight(act), TensorView{}, y(), s); };
+    };
+    expect_bad_argument(bind_with(TensorView{}), "x_scale", {"already quantized"});
+    expect_bad_argument(bind_with(fake_device_tensor(4, DType::f32, {m, 2 + k / 128})), "x_scale");
+    expect_bad_argument(bind_with(fake_device_tensor(4, DType::f32, {m + 1, act == ActMode::fp8_token ? 1 : k / 128})),
+                        "x_scale");
+  }
+  {  // an a16 plan takes no x_scale
+    linear::Caps c = fp8_caps(ActMode::fp8_tensor, n, k, 1);
+    c.act = ActMode::a16;
+    linear::Plan plan;
+    plan.caps = c;
+    plan.paths.push_back(linear::plan_path(c, 1, 132));
+    plan.paths.back().kernel = &test::fake_kernel();
+    expect_bad_argument([&] {
+      linear::bind(plan, Scratch{}, fake_device_tensor(2, DType::bf16, {1, k}), weight(ActMode::fp8_tensor), TensorView{},
+                   fake_device_tensor(3, DType::bf16, {1, n}), fake_device_tensor(4, DType::f32, {1}));
+    }, "x_scale", {"a16"});
+  }
+}
+
+}  // namespace
+}  // namespace b12x
