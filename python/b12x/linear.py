@@ -3,10 +3,12 @@
     w = b12x.linear.pack_weight(weight, weight_scale, format="nvfp4", tensor_scale=s2)  # once
     y = b12x.linear.mm(x, w, bias)                                                       # per call
 
-CUDA (BF16/FP16 activations, act_mode 'a16'): M <= 16 rows in one launch of a decode kernel; larger
+CUDA, act_mode 'a16' (BF16/FP16 activations): M <= 16 rows in one launch of a decode kernel; larger
 M in one launch of the prefill kernel (wgmma) for tile16 weights of every format but IQ2, else as
-ceil(M/16) launches of the 16-token path. CPU runs the reference
-(float64 accumulation; every activation mode). See docs/TORCH.md.
+ceil(M/16) launches of the 16-token path. act_mode 'fp8_tensor' / 'fp8_token' / 'fp8_block' with
+checkpoint-layout fp8 / fp8_channel / fp8_block weights: x quantized on the GPU, then the FP8
+tensor-core GEMM. CPU runs the reference (float64 accumulation; every activation mode). See
+docs/TORCH.md.
 """
 from dataclasses import dataclass
 from typing import List, Optional, Union

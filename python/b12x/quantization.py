@@ -1,5 +1,5 @@
 """Activation quantization with b12x's quantizers (the operands of the quantized-activation GEMMs;
-bit-exact with linear/reference.h). CPU for now: the GPU kernels come with issue 6.
+bit-exact with linear/reference.h), on the CPU or, byte-identical, on CUDA (docs/QUANTIZE.md).
 
     q, scales = b12x.quantization.quantize(x, "mxfp8")
 """

@@ -1,18 +1,23 @@
 // torch.ops.b12x.linear / linear_out / linear_plan / preferred_layout.
 //
 // CPU: reference_linear (every format, every activation mode; float64 accumulation) - the spec.
-// CUDA: the linear op's kernels (act_mode a16, BF16/FP16 x). M <= 16 rows run as one launch of the
+// CUDA: the linear op's kernels. act_mode a16 (BF16/FP16 x): M <= 16 rows run as one launch of the
 // plan for M's token bucket. Larger M runs the prefill kernel (one launch, plan for the power of two
 // >= M, so a handful of plans serve every prompt length) where it serves the weight (tile16 layout,
 // linear::prefill_supports); otherwise as ceil(M / 16) launches of the 16-token path, each
-// streaming the whole weight.
+// streaming the whole weight. fp8_tensor / fp8_token / fp8_block (BF16/FP16/FP32 x): the quantize
+// kernel, then the FP8 GEMM (wgmma_fp8), from one plan for the power of two >= M.
 // Plans are made once per (weight shape and format, dtypes, bias, token bucket, device) and kept for
 // the life of the process; making one while the stream captures a CUDA graph raises
 // KernelResolutionFrozenError, so warm-up (a first eager call, b12x.linear.plan) comes before capture.
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "b12x/core/error.h"
 #include "b12x/linear/linear.h"
@@ -25,7 +30,7 @@ namespace {
 
 std::string caps_key(const linear::Caps& c, int device) {
   return detail::concat("linear{format=", format_info(c.format).name, ", n=", c.n, ", k=", c.k,
-                        ", max_tokens=", c.max_tokens, ", act=", dtype_name(c.act_dtype),
+                        ", max_tokens=", c.max_tokens, ", act_mode=", act_mode_name(c.act), ", act=", dtype_name(c.act_dtype),
                         ", out=", dtype_name(c.out_dtype), ", bias=", c.has_bias ? dtype_name(c.bias_dtype) : "none",
                         ", layout=", layout_name(c.layout), "} on cuda:", device);
 }
@@ -89,12 +94,49 @@ void linear_cpu(const at::Tensor& x, const WeightView& w, const std::optional<at
   reference_linear(a);
 }
 
+// Quantized activations (fp8_tensor / fp8_token / fp8_block): one plan for the power of two >= M
+// (at least 16; every smaller M is one of its paths), x quantized by the op into scratch (a
+// caching-allocator tensor, so graph capture takes it from the graph's pool), input_scale as a
+// device scalar filled per call (a captured graph keeps the value it was captured with).
+void linear_cuda_quantized(const at::Tensor& x, const WeightView& w, const std::optional<at::Tensor>& bias,
+                           ActMode act, double input_scale, at::Tensor& out) {
+  if (!linear::fp8_gemm_supports(act))
+    fail_unsupported("linear on CUDA serves act_mode 'a16', 'fp8_tensor', 'fp8_token' and 'fp8_block'; '",
+                     act_mode_name(act), "' activations need the MXFP8 / NVFP4 GEMMs, which are not there yet "
+                     "(issue 6). The CPU kernel of this op computes every mode.");
+  B12X_CHECK_ARG(x.scalar_type() == c10::ScalarType::BFloat16 || x.scalar_type() == c10::ScalarType::Half ||
+                     x.scalar_type() == c10::ScalarType::Float,
+                 "x", "must be bfloat16, float16 or float32 for ", act_mode_name(act), " activations, got ",
+                 c10::toString(x.scalar_type()));
+  if (act == ActMode::fp8_tensor)
+    B12X_CHECK_ARG(std::isfinite(input_scale) && input_scale > 0 && std::isfinite(static_cast<float>(input_scale)) &&
+                       static_cast<float>(input_scale) > 0,
+                   "input_scale", "must be finite and > 0 (as an FP32) for fp8_tensor activations, got ", input_scale);
+  const at::Tensor x2 = rows_of(x, w.k);
+  const int64_t m = x2.size(0);
+  if (m == 0) return;
+  c10::cuda::CUDAGuard guard(x.device());
+  cudaStream_t stream = current_stream(x);
+  const TensorView bias_view = view_of(bias, "bias");
+  linear::Caps caps = caps_for(w, to_dtype(x2.scalar_type(), "x"), to_dtype(out.scalar_type(), "out"), bias_view,
+                               std::max<int64_t>(linear::kMaxDecodeTokens, linear_prefill_capacity(m)));
+  caps.act = act;
+  const linear::Plan& plan = plan_for(caps, x.get_device(), stream);
+  const size_t align = ScratchLayout::kAlignment;
+  const at::Tensor scratch_mem = at::empty({static_cast<int64_t>(plan.scratch_bytes() + align)}, x.options().dtype(at::kByte));
+  const uintptr_t base = reinterpret_cast<uintptr_t>(scratch_mem.data_ptr());
+  const Scratch scratch{reinterpret_cast<void*>((base + align - 1) / align * align), plan.scratch_bytes(),
+                        Device::cuda(x.get_device())};
+  const at::Tensor scale = act == ActMode::fp8_tensor ? at::full({1}, input_scale, x.options().dtype(at::kFloat)) : at::Tensor();
+  const TensorView xv = view_of(x2, "x"), yv = view_of(out, "out");
+  linear::run(linear::bind(plan, scratch, TensorView(xv.data, caps.act_dtype, {m, w.k}, xv.device), w, bias_view,
+                           TensorView(yv.data, caps.out_dtype, {m, w.n}, yv.device), view_of(scale, "input_scale")),
+              stream);
+}
+
 void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<at::Tensor>& bias, ActMode act,
-                 at::Tensor& out) {
-  if (act != ActMode::a16)
-    fail_unsupported("linear on CUDA serves act_mode 'a16' (BF16/FP16 activations used as given); '",
-                     act_mode_name(act), "' activations need the quantized-activation GEMMs, which are not there "
-                     "yet (issue 6). The CPU kernel of this op computes every mode.");
+                 double input_scale, at::Tensor& out) {
+  if (act != ActMode::a16) return linear_cuda_quantized(x, w, bias, act, input_scale, out);
   B12X_CHECK_ARG(x.scalar_type() == c10::ScalarType::BFloat16 || x.scalar_type() == c10::ScalarType::Half, "x",
                  "must be bfloat16 or float16 on CUDA, got ", c10::toString(x.scalar_type()));
   const at::Tensor x2 = rows_of(x, w.k);
@@ -143,7 +185,7 @@ void linear_into(const at::Tensor& x, const at::Tensor& weight, const std::optio
     B12X_CHECK_ARG(bias->device() == x.device(), "bias", "must be on x's device (", x.device().str(), "), got ",
                    bias->device().str());
   check_out(x, w, out);
-  if (x.is_cuda()) linear_cuda(x, w, bias, act, out);
+  if (x.is_cuda()) linear_cuda(x, w, bias, act, input_scale, out);
   else linear_cpu(x, w, bias, act, input_scale, out);
 }
 

@@ -143,11 +143,67 @@ def test_quantize_activation_cuda_graph_replays_with_new_inputs(rng):
         assert torch.equal(as_bytes(q), as_bytes(want_q)) and torch.equal(as_bytes(s), as_bytes(want_s)), SEED
 
 
+FP8_MODES = {"fp8_tensor": "fp8", "fp8_token": "fp8_channel", "fp8_block": "fp8_block"}
+
+
+def fp8_weight(rng, act, n, k):
+    """A weight of the format act_mode takes, quantized on the host, on the CPU and on the GPU."""
+    wf = torch.from_numpy(rng.standard_normal((n, k)).astype(np.float32)) * 0.05
+    w_cpu = b12x.linear.quantize_weight(wf, FP8_MODES[act])
+    w_gpu = b12x.linear.from_checkpoint(w_cpu.weight.to(DEV), None if w_cpu.weight_scale is None else
+                                        w_cpu.weight_scale.to(DEV), w_cpu.tensor_scale, format=w_cpu.format)
+    return w_cpu, w_gpu
+
+
+@pytest.mark.parametrize("act", sorted(FP8_MODES))
+def test_fp8_activation_modes_cuda_match_the_cpu_kernel(rng, act):
+    """wgmma_fp8 (x quantized on the GPU, FP8 tensor cores, FP32 promotion per 128 K) against the CPU
+    reference of the same mode: relative L2 <= 1e-3 with FP32 output (issue 6), 1e-2 with BF16."""
+    n, k = 300, 512
+    w_cpu, w = fp8_weight(rng, act, n, k)
+    for x_dtype in (torch.bfloat16, torch.float32):
+        for m in (1, 16, 33, 300):
+            x = torch.from_numpy(rng.standard_normal((m, k)).astype(np.float32)).to(x_dtype)
+            s = float(x.float().abs().max()) / 448.0
+            bias = torch.from_numpy(rng.uniform(-1, 1, n).astype(np.float32))
+            want = b12x.linear.mm(x, w_cpu, bias, out_dtype=torch.float32, act_mode=act, input_scale=s)
+            for out_dtype, tol in ((torch.float32, 1e-3), (torch.bfloat16, 1e-2)):
+                out = poisoned((m, n), out_dtype, DEV)
+                b12x.linear.mm_out(x.to(DEV), w, out, bias.to(DEV), act_mode=act, input_scale=s)
+                g = out.float().cpu()
+                assert not torch.isnan(g).any(), (act, x_dtype, m, out_dtype, SEED)
+                rel = float((g - want).norm() / want.norm())
+                assert rel <= tol, (act, x_dtype, m, out_dtype, rel, SEED)
+
+
+def test_fp8_tensor_cuda_graph_replays_with_new_inputs(rng):
+    n, k, m = 256, 1024, 7
+    w_cpu, w = fp8_weight(rng, "fp8_tensor", n, k)
+    x = torch.zeros(m, k, dtype=torch.bfloat16, device=DEV)
+    b12x.linear.mm(x, w, act_mode="fp8_tensor", input_scale=0.01)  # plan outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = b12x.linear.mm(x, w, act_mode="fp8_tensor", input_scale=0.01)
+    for _ in range(2):
+        x.copy_(torch.from_numpy(rng.standard_normal((m, k)).astype(np.float32)).to(DEV))
+        g.replay()
+        torch.cuda.synchronize()
+        want = b12x.linear.mm(x.cpu(), w_cpu, act_mode="fp8_tensor", input_scale=0.01)
+        rel = float((y.float().cpu() - want.float()).norm() / want.float().norm())
+        assert rel <= 1e-2, (rel, SEED)
+
+
 def test_errors_on_cuda(rng):
     w, _ = oracle_weight(rng, "nvfp4", 32, 64, DEV)
     x = torch.randn(2, 64, dtype=torch.bfloat16, device=DEV)
-    with pytest.raises(b12x.Unsupported, match="act_mode 'a16'"):
+    with pytest.raises(b12x.Unsupported, match="MXFP8 / NVFP4 GEMMs"):
         b12x.linear.mm(x, w, act_mode="nvfp4", input_scale=1.0)
+    w8, _ = oracle_weight(rng, "fp8", 32, 64, DEV)
+    with pytest.raises(b12x.BadArgument, match="argument 'input_scale'"):
+        b12x.linear.mm(x, w8, act_mode="fp8_tensor", input_scale=0.0)
+    with pytest.raises(b12x.BadArgument, match="argument 'x': must be bfloat16, float16 or float32"):
+        b12x.linear.mm(x.double(), w8, act_mode="fp8_tensor", input_scale=1.0)
     with pytest.raises(b12x.BadArgument, match="argument 'k': K must be a multiple of 128"):
         b12x.quantization.quantize(x, "fp8_block")
     with pytest.raises(b12x.BadArgument, match="argument 'weight': must be on x's device"):
