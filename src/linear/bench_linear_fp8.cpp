@@ -18,6 +18,7 @@
 
 #include "b12x/b12x.h"
 #include "b12x/linear/linear.h"
+#include "linear/fp8_gemm.h"
 #include "b12x/runtime/device.h"
 #include "bench/baselines.h"
 #include "bench/harness.h"
@@ -36,9 +37,6 @@ constexpr int kSampledRows = 64;
 constexpr int64_t kSampledTokens = 256;
 constexpr double kTolerance = 1e-2;
 
-Format weight_format(ActMode act) {
-  return act == ActMode::fp8_tensor ? Format::fp8_tensor : act == ActMode::fp8_token ? Format::fp8_channel : Format::fp8_block;
-}
 
 // cuBLASLt FP8 at (M, N, K) on random E4M3 data, timed once per shape in a run.
 double cublaslt_fp8_us(Context& ctx, const Shape& s) {
@@ -60,7 +58,7 @@ double cublaslt_fp8_us(Context& ctx, const Shape& s) {
 
 void bench_fp8(Context& ctx, ActMode act, bool fast, bool prequantized, const Shape& s, Result& r) {
   const int64_t m = s.m, n = s.n, k = s.k;
-  const Format f = weight_format(act);
+  const Format f = linear::fp8::weight_format(act);
   linear::Caps caps;
   caps.format = f;
   caps.act = act;

@@ -11,10 +11,20 @@
 #include "b12x/core/error.h"
 #include "b12x/formats/format.h"
 #include "formats/kernel_weight.h"
+#include "linear/tile_buckets.h"
 #include "linear/kernels/wgmma_fp8.cuh"  // tile / stage / shared-memory sizes (constexpr, host-compilable)
 #include "runtime/cuda_api.h"            // cuTensorMapEncodeTiled, B12X_CUDA_CHECK
 
 namespace b12x::linear {
+
+Format fp8::weight_format(ActMode act) {
+  switch (act) {
+    case ActMode::fp8_tensor: return Format::fp8_tensor;
+    case ActMode::fp8_token: return Format::fp8_channel;
+    case ActMode::fp8_block: return Format::fp8_block;
+    default: fail_unsupported("linear: no FP8 GEMM for '", act_mode_name(act), "' activations");
+  }
+}
 
 bool fp8_gemm_supports(ActMode act) {
   return act == ActMode::fp8_tensor || act == ActMode::fp8_token || act == ActMode::fp8_block;
@@ -98,18 +108,8 @@ void validate(const Caps& caps) {
 }
 
 std::vector<std::pair<int64_t, int>> buckets(const Caps& caps, int sm_count) {
-  const int widest = device::fp8_max_tokens_per_tile(caps.fast_accum);
-  const int64_t sms = std::max(sm_count, 1);
-  const int64_t fill = 256 * (ceil_div(sms, w_blocks(caps)) - 1);  // largest M with fewer 256-token tiles than SMs
-  std::vector<std::pair<int64_t, int>> all = {{16, 16}, {32, 32}, {64, 64}, {128, 128}};
-  if (widest == 256 && fill > 128) all.emplace_back(fill, 128);
-  all.emplace_back(kMaxTokens, widest);
-  std::vector<std::pair<int64_t, int>> out;
-  for (const auto& [top, bn] : all) {
-    out.emplace_back(std::min(top, caps.max_tokens), bn);
-    if (top >= caps.max_tokens) break;
-  }
-  return out;
+  return tile_buckets({{16, 16}, {32, 32}, {64, 64}, {128, 128}}, device::fp8_max_tokens_per_tile(caps.fast_accum),
+                      w_blocks(caps), sm_count, caps.max_tokens);
 }
 
 int choose_splits(int64_t tiles, int64_t kblocks, int bn, int sm_count) {

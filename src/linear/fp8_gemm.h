@@ -10,6 +10,9 @@
 
 namespace b12x::linear::fp8 {
 
+// The weight format an FP8 activation mode takes (check_act_supported's pairs): fp8_tensor -> fp8,
+// fp8_token -> fp8_channel, fp8_block -> fp8_block; Unsupported for the other modes.
+Format weight_format(ActMode act);
 // The rules of quantized-activation caps beyond the common ones (BadArgument / Unsupported).
 void validate(const Caps& caps);
 // The paths as (largest M, tokens per tile), in order, the last one ending at max_tokens.

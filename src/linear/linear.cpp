@@ -20,6 +20,7 @@
 #include "b12x/runtime/device.h"
 #include "formats/kernel_weight.h"
 #include "linear/fp8_gemm.h"
+#include "linear/tile_buckets.h"
 #include "linear/kernels/mma_iq2.cuh"        // stage / shared-memory sizes (constexpr, host-compilable)
 #include "linear/kernels/wgmma_tile16.cuh"   // the same for the prefill kernel
 #include "runtime/cuda_api.h"                // cuTensorMapEncodeTiled (bind: x's TMA descriptor)
@@ -95,19 +96,9 @@ KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta) {
 // every SM one (a grid of ceil(M / 256) x ceil(N / 128) CTAs below the SM count), then 256; formats
 // whose block scales are promoted (wgmma_max_tokens_per_cta) stay at 128.
 std::vector<std::pair<int64_t, int>> prefill_buckets(const Caps& caps, int sm_count) {
-  const int64_t row_ctas = (caps.n + device::kWgRows - 1) / device::kWgRows;
-  const int64_t sms = std::max(sm_count, 1);
-  const int64_t fill = 256 * ((sms + row_ctas - 1) / row_ctas - 1);  // largest M with too few 256-token CTAs
   const int widest = device::wgmma_max_tokens_per_cta(static_cast<int>(caps.format), act_code(caps.act_dtype));
-  std::vector<std::pair<int64_t, int>> all = {{kPrefillBuckets[0], 64}, {kPrefillBuckets[1], 128}};
-  if (widest == 256 && fill > kPrefillBuckets[1]) all.emplace_back(fill, 128);
-  all.emplace_back(kMaxTokens, widest);
-  std::vector<std::pair<int64_t, int>> out;
-  for (const auto& [top, bn] : all) {
-    out.emplace_back(std::min(top, caps.max_tokens), bn);
-    if (top >= caps.max_tokens) break;
-  }
-  return out;
+  return tile_buckets({{kPrefillBuckets[0], 64}, {kPrefillBuckets[1], 128}}, widest,
+                      (caps.n + device::kWgRows - 1) / device::kWgRows, sm_count, caps.max_tokens);
 }
 
 KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {

@@ -23,6 +23,7 @@
 
 #include "b12x/b12x.h"
 #include "b12x/linear/linear.h"
+#include "linear/fp8_gemm.h"
 #include "b12x/runtime/cache.h"
 #include "b12x/runtime/device.h"
 #include "runtime/cuda_api.h"
@@ -40,9 +41,6 @@ using test::DeviceWeight;
 using test::fresh_seed;
 using test::this_device;
 
-Format weight_format(ActMode act) {
-  return act == ActMode::fp8_tensor ? Format::fp8_tensor : act == ActMode::fp8_token ? Format::fp8_channel : Format::fp8_block;
-}
 
 HostTensor random_x(std::mt19937_64& rng, DType dtype, int64_t m, int64_t k) {
   HostTensor t(dtype, {m, k});
@@ -90,7 +88,7 @@ linear::Caps fp8_caps(ActMode act, int64_t n, int64_t k, int64_t max_tokens, DTy
                       bool fast = false) {
   linear::Caps c;
   c.fast_accum = fast;
-  c.format = weight_format(act);
+  c.format = linear::fp8::weight_format(act);
   c.act = act;
   c.n = n;
   c.k = k;
@@ -362,7 +360,7 @@ TEST_F(LinearFp8Gpu, PromotionKeepsTheErrorOfALongKSmall) {
   std::mt19937_64 rng(seed);
   const int64_t n = 256, k = 8192, m = 64;
   for (ActMode act : {ActMode::fp8_tensor, ActMode::fp8_token}) {
-    const PackedWeight p = test::random_weight(weight_format(act), n, k, rng, test::kLinearDraw);
+    const PackedWeight p = test::random_weight(linear::fp8::weight_format(act), n, k, rng, test::kLinearDraw);
     const DeviceWeight w(p);
     const HostTensor x = random_x(rng, DType::bf16, m, k);
     const float s = static_scale(x);

@@ -23,13 +23,10 @@ using test::expect_bad_argument;
 using test::fake_device_ptr;
 using test::fake_device_tensor;
 
-Format weight_format(ActMode act) {
-  return act == ActMode::fp8_tensor ? Format::fp8_tensor : act == ActMode::fp8_token ? Format::fp8_channel : Format::fp8_block;
-}
 
 linear::Caps fp8_caps(ActMode act, int64_t n, int64_t k, int64_t max_tokens, DType x = DType::bf16) {
   linear::Caps c;
-  c.format = weight_format(act);
+  c.format = linear::fp8::weight_format(act);
   c.act = act;
   c.n = n;
   c.k = k;
@@ -192,6 +189,8 @@ TEST(LinearFp8, PreferredLayoutAndPrewarmFollowTheActivationMode) {
   EXPECT_NE(fast.front().describe().find("accum=fast"), std::string::npos) << fast.front().describe();
   item.act = "mxfp8";
   EXPECT_THROW(prewarm_specs(item), Unsupported);
+  EXPECT_EQ(linear::fp8::weight_format(ActMode::fp8_token), Format::fp8_channel);
+  EXPECT_THROW(linear::fp8::weight_format(ActMode::nvfp4), Unsupported);
 }
 
 // A plan as linear::plan makes it, with stand-in kernels (bind makes no CUDA call before it encodes
@@ -218,7 +217,7 @@ struct FakeFp8Plan {
 
 TEST(LinearFp8, BindValidatesWithoutAGpu) {
   const int64_t n = 256, k = 512, m = 3;
-  auto weight = [&](ActMode act) { return test::fake_device_weight(weight_format(act), n, k); };
+  auto weight = [&](ActMode act) { return test::fake_device_weight(linear::fp8::weight_format(act), n, k); };
   auto y = [&] { return fake_device_tensor(3, DType::bf16, {m, n}); };
   {  // fp8_tensor: the static scale is required, f32 [1] on the device
     FakeFp8Plan fp(fp8_caps(ActMode::fp8_tensor, n, k, 16));

@@ -1,0 +1,30 @@
+// Token buckets of the linear paths that tile M (prefill: wgmma_tile16; quantized activations:
+// wgmma_fp8), shared so both grow the same way: fixed small buckets, then 128-token tiles while
+// 256-token tiles would leave SMs idle, then the widest tile up to kMaxTokens; cut at max_tokens.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "b12x/linear/linear.h"
+
+namespace b12x::linear {
+
+// (largest M, tokens per tile) in order, the last one ending at max_tokens. row_tiles: the
+// weight's 128-row tiles (ceil(N / 128)); widest: 128 or 256.
+inline std::vector<std::pair<int64_t, int>> tile_buckets(std::vector<std::pair<int64_t, int>> all, int widest,
+                                                         int64_t row_tiles, int sm_count, int64_t max_tokens) {
+  const int64_t sms = std::max(sm_count, 1);
+  const int64_t fill = 256 * ((sms + row_tiles - 1) / row_tiles - 1);  // largest M with fewer 256-token tiles than SMs
+  if (widest == 256 && fill > all.back().first) all.emplace_back(fill, 128);
+  all.emplace_back(kMaxTokens, widest);
+  std::vector<std::pair<int64_t, int>> out;
+  for (const auto& [top, bn] : all) {
+    out.emplace_back(std::min(top, max_tokens), bn);
+    if (top >= max_tokens) break;
+  }
+  return out;
+}
+
+}  // namespace b12x::linear
