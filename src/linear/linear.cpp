@@ -456,6 +456,8 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
 
   if (path.kind == PathKind::prefill)
     expect(y, "y").aligned(16);  // the prefill epilogue's 16-byte stores (N % 16 == 0 keeps every row aligned)
+  if (path.kind == PathKind::fp8)
+    expect(y, "y").aligned(4);  // the FP8 epilogue stores pairs of 16-bit outputs as one 32-bit word
   if (caps.act == ActMode::a16)
     B12X_CHECK_ARG(x_scale.empty(), "x_scale", "must be empty for a16 activations (x is used as given), got ",
                    x_scale.describe());

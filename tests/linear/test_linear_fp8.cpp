@@ -239,6 +239,12 @@ TEST(LinearFp8, BindValidatesWithoutAGpu) {
       linear::bind(fp.plan, fp.scratch(), fake_device_tensor(2, DType::f8_e4m3, {m, k}), weight(ActMode::fp8_tensor),
                    TensorView{}, y(), fake_device_tensor(4, DType::f32, {1}));
     }, "x");
+    // y 2-byte aligned: the epilogue stores pairs of BF16 outputs as 32-bit words
+    expect_bad_argument([&] {
+      linear::bind(fp.plan, fp.scratch(), x, weight(ActMode::fp8_tensor), TensorView{},
+                   TensorView(static_cast<char*>(fake_device_ptr(3)) + 2, DType::bf16, {m, n}, Device::cuda(0)),
+                   fake_device_tensor(4, DType::f32, {1}));
+    }, "y", {"aligned"});
     // a tile16 weight
     WeightView tiled = weight(ActMode::fp8_tensor);
     tiled.layout = WeightLayout::tile16;
