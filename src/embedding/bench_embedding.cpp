@@ -62,11 +62,8 @@ void bench_embedding(Context& ctx, const EmbeddingShape& s, Result& r) {
   const Device dev = Device::cuda(current_device());
   // The plan's scratch (the per-token status flags), 1024-byte aligned as ScratchLayout requires.
   DeviceBuffer scratch(plan.scratch_bytes() + ScratchLayout::kAlignment);
-  const uintptr_t base = reinterpret_cast<uintptr_t>(scratch.get());
-  void* aligned = reinterpret_cast<void*>((base + ScratchLayout::kAlignment - 1) / ScratchLayout::kAlignment *
-                                          ScratchLayout::kAlignment);
   const embedding::Binding binding = embedding::bind(
-      plan, Scratch{aligned, plan.scratch_bytes(), dev}, TensorView(table.get(), DType::u8, {V, K / 32, 34}, dev),
+      plan, aligned_scratch(scratch.get(), scratch.bytes(), plan.scratch_bytes(), dev), TensorView(table.get(), DType::u8, {V, K / 32, 34}, dev),
       TensorView(d_ids.get(), DType::i32, {T}, dev), TensorView(out.get(), DType::bf16, {T, K}, dev));
   embedding::run(binding, ctx.stream());
   B12X_CUDA_CHECK(cudaGetLastError());

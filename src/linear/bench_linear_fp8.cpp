@@ -118,9 +118,7 @@ void bench_fp8(Context& ctx, ActMode act, bool fast, bool prequantized, const Sh
   y.fill(0xFF);  // NaN poison
   r.bytes = static_cast<double>(dw.bytes() + dx.bytes() + y.bytes());
   DeviceBuffer scratch_mem(plan.scratch_bytes() + ScratchLayout::kAlignment);
-  const uintptr_t base = reinterpret_cast<uintptr_t>(scratch_mem.get());
-  const uintptr_t aligned = (base + ScratchLayout::kAlignment - 1) / ScratchLayout::kAlignment * ScratchLayout::kAlignment;
-  const Scratch scratch{reinterpret_cast<void*>(aligned), plan.scratch_bytes(), dev};
+  const Scratch scratch = aligned_scratch(scratch_mem.get(), scratch_mem.bytes(), plan.scratch_bytes(), dev);
   const linear::Binding binding = linear::bind(plan, scratch, xv, dw.view, TensorView{},
                                                TensorView(y.get(), DType::bf16, {m, n}, dev), sv);
   linear::run(binding, ctx.stream());

@@ -70,12 +70,6 @@ void decode_fp8(const HostTensor& q, const HostTensor& scales, int64_t group, st
 
 void check_x(const TensorView& x) { expect(x, "x").host().dtype_in({DType::bf16, DType::f16, DType::f32}).ndim(2).contiguous(); }
 
-void check_input_scale(ActMode act, float input_scale) {
-  if (uses_input_scale(act))
-    B12X_CHECK_ARG(std::isfinite(input_scale) && input_scale > 0.0f, "input_scale", "must be finite and > 0 for ",
-                   act_mode_name(act), " activations, got ", input_scale);
-}
-
 DecodedActivations decode_activations(const TensorView& x, ActMode act, float input_scale) {
   check_x(x);
   const int64_t rows = x.size(0), cols = x.size(1);
@@ -139,6 +133,12 @@ void check_act_supported(Format weight, ActMode act) {
     if (act_supported(weight, m.mode)) served += (served.empty() ? "" : ", ") + std::string(m.name);
   fail_unsupported("activation mode '", act_mode_name(act), "' is not supported with weight format '",
                    format_info(weight).name, "' (", format_info(weight).name, " takes: ", served, ")");
+}
+
+void check_input_scale(ActMode act, float input_scale) {
+  if (uses_input_scale(act))
+    B12X_CHECK_ARG(std::isfinite(input_scale) && input_scale > 0.0f, "input_scale", "must be finite and > 0 for ",
+                   act_mode_name(act), " activations, got ", input_scale);
 }
 
 QuantizedActivations quantize_activations(const TensorView& x, ActMode act, float input_scale) {

@@ -21,6 +21,14 @@ size_t ScratchLayout::offset(const std::string& name) const {
   throw Error("scratch layout has no region '" + name + "'");
 }
 
+Scratch aligned_scratch(void* buffer, size_t buffer_bytes, size_t layout_bytes, Device device) {
+  const uintptr_t base = reinterpret_cast<uintptr_t>(buffer);
+  const uintptr_t aligned = (base + ScratchLayout::kAlignment - 1) / ScratchLayout::kAlignment * ScratchLayout::kAlignment;
+  B12X_CHECK_ARG(aligned - base + layout_bytes <= buffer_bytes, "scratch", "buffer of ", buffer_bytes,
+                 " bytes cannot hold ", layout_bytes, " bytes at a ", ScratchLayout::kAlignment, "-byte aligned address");
+  return Scratch{reinterpret_cast<void*>(aligned), layout_bytes, device};
+}
+
 void check_scratch(const Scratch& scratch, const ScratchLayout& layout) {
   if (layout.bytes() == 0) return;
   B12X_CHECK_ARG(scratch.data != nullptr, "scratch", "is null but the plan needs ", layout.bytes(), " bytes");

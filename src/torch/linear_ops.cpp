@@ -17,7 +17,6 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "b12x/core/error.h"
 #include "b12x/linear/linear.h"
@@ -108,10 +107,7 @@ void linear_cuda_quantized(const at::Tensor& x, const WeightView& w, const std::
                      x.scalar_type() == c10::ScalarType::Float,
                  "x", "must be bfloat16, float16 or float32 for ", act_mode_name(act), " activations, got ",
                  c10::toString(x.scalar_type()));
-  if (act == ActMode::fp8_tensor)
-    B12X_CHECK_ARG(std::isfinite(input_scale) && input_scale > 0 && std::isfinite(static_cast<float>(input_scale)) &&
-                       static_cast<float>(input_scale) > 0,
-                   "input_scale", "must be finite and > 0 (as an FP32) for fp8_tensor activations, got ", input_scale);
+  check_input_scale(act, static_cast<float>(input_scale));  // the spec's rule (reference_linear)
   const at::Tensor x2 = rows_of(x, w.k);
   const int64_t m = x2.size(0);
   if (m == 0) return;
@@ -122,11 +118,10 @@ void linear_cuda_quantized(const at::Tensor& x, const WeightView& w, const std::
                                std::max<int64_t>(linear::kMaxDecodeTokens, linear_prefill_capacity(m)));
   caps.act = act;
   const linear::Plan& plan = plan_for(caps, x.get_device(), stream);
-  const size_t align = ScratchLayout::kAlignment;
-  const at::Tensor scratch_mem = at::empty({static_cast<int64_t>(plan.scratch_bytes() + align)}, x.options().dtype(at::kByte));
-  const uintptr_t base = reinterpret_cast<uintptr_t>(scratch_mem.data_ptr());
-  const Scratch scratch{reinterpret_cast<void*>((base + align - 1) / align * align), plan.scratch_bytes(),
-                        Device::cuda(x.get_device())};
+  const size_t buffer_bytes = plan.scratch_bytes() + ScratchLayout::kAlignment;
+  const at::Tensor scratch_mem = at::empty({static_cast<int64_t>(buffer_bytes)}, x.options().dtype(at::kByte));
+  const Scratch scratch =
+      aligned_scratch(scratch_mem.data_ptr(), buffer_bytes, plan.scratch_bytes(), Device::cuda(x.get_device()));
   const at::Tensor scale = act == ActMode::fp8_tensor ? at::full({1}, input_scale, x.options().dtype(at::kFloat)) : at::Tensor();
   const TensorView xv = view_of(x2, "x"), yv = view_of(out, "out");
   linear::run(linear::bind(plan, scratch, TensorView(xv.data, caps.act_dtype, {m, w.k}, xv.device), w, bias_view,

@@ -36,5 +36,23 @@ TEST(Scratch, CheckNamesTheScratchArgument) {
   EXPECT_NO_THROW(check_scratch({nullptr, 0}, empty));
 }
 
+TEST(Scratch, AlignedScratchTakesTheFirstAlignedAddressOfABuffer) {
+  alignas(1024) static char buf[4096];
+  ScratchLayout l;
+  l.add("a", 2000);
+  for (size_t shift : {0, 1, 8, 1023}) {
+    const Scratch s = aligned_scratch(buf + shift, sizeof buf - shift, l.bytes(), Device::host());
+    EXPECT_EQ(s.data, static_cast<void*>(shift == 0 ? buf : buf + 1024)) << shift;
+    EXPECT_EQ(s.bytes, l.bytes());
+    EXPECT_NO_THROW(check_scratch(s, l));
+  }
+  try {
+    aligned_scratch(buf + 8, 2100, 2000, Device::host());  // 1016 bytes of padding leave 1084
+    FAIL();
+  } catch (const BadArgument& e) {
+    EXPECT_EQ(e.argument(), "scratch");
+  }
+}
+
 }  // namespace
 }  // namespace b12x

@@ -102,11 +102,9 @@ struct DeviceWeight {
 struct DeviceScratch {
   DeviceBuffer buf;
   Scratch scratch;
-  explicit DeviceScratch(size_t bytes) : buf(bytes + ScratchLayout::kAlignment) {
-    const uintptr_t p = reinterpret_cast<uintptr_t>(buf.get());
-    const uintptr_t aligned = (p + ScratchLayout::kAlignment - 1) / ScratchLayout::kAlignment * ScratchLayout::kAlignment;
-    scratch = Scratch{reinterpret_cast<void*>(aligned), bytes, this_device()};
-  }
+  explicit DeviceScratch(size_t bytes)
+      : buf(bytes + ScratchLayout::kAlignment),
+        scratch(aligned_scratch(buf.get(), buf.bytes(), bytes, this_device())) {}
 };
 
 }  // namespace b12x::test

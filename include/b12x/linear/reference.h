@@ -22,6 +22,9 @@ std::string_view act_mode_name(ActMode a);
 ActMode parse_act_mode(std::string_view name, const std::string& arg = "activation");
 // Throws Unsupported when the pair is not served (e.g. nvfp4 activations with q8_0 weights).
 void check_act_supported(Format weight, ActMode act);
+// The static input scale of fp8_tensor / nvfp4 activations must be finite and > 0 (BadArgument
+// naming 'input_scale'); the other modes ignore it.
+void check_input_scale(ActMode act, float input_scale);
 
 struct LinearRefArgs {
   TensorView x;             // [M, K] bf16/f16/f32, host

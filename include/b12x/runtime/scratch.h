@@ -34,6 +34,11 @@ struct Scratch {
   Device device = Device::cuda(0);
 };
 
+// The Scratch for `layout_bytes` inside a caller buffer of `buffer_bytes` that has kAlignment bytes of
+// slack (at least layout_bytes + ScratchLayout::kAlignment): its first kAlignment-aligned address.
+// BadArgument naming 'scratch' when the buffer is too small.
+Scratch aligned_scratch(void* buffer, size_t buffer_bytes, size_t layout_bytes, Device device);
+
 // Checks that `scratch` is large enough and aligned for `layout` (BadArgument naming 'scratch').
 void check_scratch(const Scratch& scratch, const ScratchLayout& layout);
 // Pointer to a region of a checked scratch buffer.
