@@ -101,18 +101,37 @@ B12X_DEV unsigned ue8m0_bf16_pair(unsigned e) {
   return h | (h << 16);
 }
 
-// Elements 2j and 2j+1 (the nibbles of byte j, j = 0..3) of eight packed E2M1 codes, as a kT pair.
+// The power of two the E2M1 bit placement leaves out: the placed bits are the value * 2^-this.
 template <int kT>
-B12X_DEV unsigned e2m1x2_pack(unsigned w, int j) {
+constexpr int e2m1_placed_exp() { return kT == kPackBf16 ? 126 : 14; }
+
+// Elements 2j and 2j+1 (the nibbles of byte j, j = 0..3) of eight packed E2M1 codes placed into a kT
+// pair: each half is the element * 2^-e2m1_placed_exp<kT>() (a subnormal for the code 0.5).
+template <int kT>
+B12X_DEV unsigned e2m1x2_bits(unsigned w, int j) {
   // Byte 0: the low nibble of byte j (element 2j); byte 2: its high nibble (element 2j+1).
   const unsigned x = byte_perm(w, w >> 4, 0x4400u + 0x1111u * static_cast<unsigned>(j));
-  if constexpr (kT == kPackBf16) {
-    const unsigned bits = ((x << 6) & 0x01C001C0u) | ((x << 12) & 0x80008000u);
-    return mul2<kT>(bits, pow2_pair<kT>(126));
-  } else {
-    const unsigned bits = ((x << 9) & 0x0E000E00u) | ((x << 12) & 0x80008000u);
-    return mul2<kT>(bits, pow2_pair<kT>(14));
-  }
+  if constexpr (kT == kPackBf16) return ((x << 6) & 0x01C001C0u) | ((x << 12) & 0x80008000u);
+  else return ((x << 9) & 0x0E000E00u) | ((x << 12) & 0x80008000u);
+}
+
+// Elements i and i+4 (i = 0..3) of eight packed E2M1 codes (element e in nibble e, bits 4e..4e+3)
+// placed like e2m1x2_bits. Nibbles i and i+4 already sit 16 bits apart, so this costs two shifts and
+// two masks, against e2m1x2_bits' byte permute more; the MMA kernels pair the activations the same
+// way (elements i and i+4 in one register).
+template <int kT>
+B12X_DEV unsigned e2m1x2_bits_spread(unsigned w, int i) {
+  constexpr int kMag = kT == kPackBf16 ? 6 : 9;  // where the magnitude of nibble 0 goes
+  constexpr unsigned kMagMask = kT == kPackBf16 ? 0x01C001C0u : 0x0E000E00u;
+  const int up = kMag - 4 * i;
+  const unsigned mag = up >= 0 ? w << up : w >> -up;
+  return (mag & kMagMask) | ((w << (12 - 4 * i)) & 0x80008000u);
+}
+
+// Elements 2j and 2j+1 of eight packed E2M1 codes as a kT pair (exact).
+template <int kT>
+B12X_DEV unsigned e2m1x2_pack(unsigned w, int j) {
+  return mul2<kT>(e2m1x2_bits<kT>(w, j), pow2_pair<kT>(e2m1_placed_exp<kT>()));
 }
 
 // Bytes 2h and 2h+1 (h = 0, 1) of four packed E4M3 codes, as a kT pair.
@@ -134,6 +153,34 @@ B12X_DEV unsigned e4m3x2_pack(unsigned w, int h) {
     const unsigned sgn = byte_perm(w & 0x80808080u, 0u, h == 0 ? 0x1404u : 0x3424u);
     return mul2<kT>((mag << 4) | sgn, pow2_pair<kT>(120));
   }
+}
+
+// NVFP4 in BF16 with one packed multiply per element pair: the placed E2M1 bits (element * 2^-126)
+// times the block scale * 2^118 give element * scale * 2^-8 exactly (element * scale has at most 6
+// significant bits and lies in [2^-10, 2688], so the product is a normal BF16 in [2^-18, 10.5]; the
+// scale * 2^118 <= 448 * 2^118 is a normal BF16), and the sum is multiplied by 2^8 at the end (FP32,
+// exact). Against e2m1x2_pack times the scale this saves one multiply per pair. F16 has no such split
+// (the products would be F16 subnormals): there the shift is 0 and the pair is the plain scale.
+template <int kT>
+constexpr int nvfp4_sum_shift() { return kT == kPackBf16 ? 8 : 0; }
+
+// Bytes 2h and 2h+1 (h = 0, 1) of four packed E4M3 block scales as the kT pair that multiplies
+// nvfp4_placed_pair (exact; BF16 turns NaN codes into finite values, see e4m3_nan_bits).
+template <int kT>
+B12X_DEV unsigned nvfp4_scale_pair(unsigned s, int h) {
+  const unsigned p = e4m3x2_pack<kT>(s, h);
+  if constexpr (kT == kPackBf16) return mul2<kT>(p, pow2_pair<kT>(e2m1_placed_exp<kT>() - nvfp4_sum_shift<kT>()));
+  else return p;
+}
+
+// Elements 2j and 2j+1 of eight packed E2M1 codes times their block scale's pair (both halves
+// the same scale, from nvfp4_scale_pair): element * scale * 2^-nvfp4_sum_shift<kT>(), exact.
+// kSpread: elements j and j+4 (e2m1x2_bits_spread) instead of 2j and 2j+1.
+template <int kT, bool kSpread = false>
+B12X_DEV unsigned nvfp4_pair(unsigned w, int j, unsigned scale_pair) {
+  const unsigned bits = kSpread ? e2m1x2_bits_spread<kT>(w, j) : e2m1x2_bits<kT>(w, j);
+  if constexpr (kT == kPackBf16) return mul2<kT>(bits, scale_pair);
+  else return mul2<kT>(mul2<kT>(bits, pow2_pair<kT>(e2m1_placed_exp<kT>())), scale_pair);
 }
 
 // Bytes h and h+2 (h = 0, 1) of four packed E4M3 codes, as a kT pair. The tile16 layout stores a

@@ -42,6 +42,27 @@ void check_e2m1_every_code() {
 TEST(Pack16, E2M1EveryCodeBf16) { check_e2m1_every_code<kPackBf16>(); }
 TEST(Pack16, E2M1EveryCodeF16) { check_e2m1_every_code<kPackF16>(); }
 
+// The FP4 kernels' pairing: elements i and i + 4 of a word (nibbles i and i + 4), the other nibbles
+// random codes; the placed bits times 2^e2m1_placed_exp are the element.
+template <int kT>
+void check_e2m1_spread_every_code() {
+  std::mt19937 rng(5);
+  for (unsigned code = 0; code < 256; ++code)  // element i: code & 15, element i + 4: code >> 4
+    for (int i = 0; i < 4; ++i)
+      for (int rep = 0; rep < 4; ++rep) {
+        const unsigned mine = (0xFu << (4 * i)) | (0xFu << (4 * i + 16));
+        const unsigned w = (static_cast<unsigned>(rng()) & ~mine) | ((code & 0xFu) << (4 * i)) | ((code >> 4) << (4 * i + 16));
+        const unsigned p = mul2<kT>(e2m1x2_bits_spread<kT>(w, i), pow2_pair<kT>(e2m1_placed_exp<kT>()));
+        expect_half<kT>(p & 0xFFFFu, e2m1_to_f32(code & 0xFu), "e2m1 spread lo", code);
+        expect_half<kT>(p >> 16, e2m1_to_f32(code >> 4), "e2m1 spread hi", code);
+        const unsigned placed = kT == kPackBf16 ? 0x81C081C0u : 0x8E008E00u;  // signs and magnitudes only
+        EXPECT_EQ(e2m1x2_bits_spread<kT>(w, i) & ~placed, 0u) << code;
+      }
+}
+
+TEST(Pack16, E2M1SpreadEveryCodeBf16) { check_e2m1_spread_every_code<kPackBf16>(); }
+TEST(Pack16, E2M1SpreadEveryCodeF16) { check_e2m1_spread_every_code<kPackF16>(); }
+
 template <int kT>
 void check_e4m3_every_pair() {
   std::mt19937 rng(2);
@@ -101,6 +122,44 @@ void check_nvfp4_products() {
 }
 
 TEST(Pack16, Nvfp4ElementTimesBlockScaleIsExactBf16) { check_nvfp4_products<kPackBf16>(); }
+
+// What the MMA kernels feed the tensor cores for NVFP4: nvfp4_pair with nvfp4_scale_pair is element *
+// scale * 2^-nvfp4_sum_shift exactly (BF16: one packed multiply on the placed bits, the scale carrying
+// 2^(126 - 8)), for every element pair, every scale code and both pairings; the four scale codes
+// of a word convert two at a time.
+template <int kT>
+void check_nvfp4_pairs() {
+  const float unshift = std::ldexp(1.0f, nvfp4_sum_shift<kT>());
+  std::mt19937 rng(6);
+  for (unsigned sb = 0; sb < 256; ++sb) {
+    const int h = static_cast<int>(sb & 1u);  // the code in byte 2h or 2h + 1 of the scale word
+    const unsigned sword = (static_cast<unsigned>(rng()) & ~(0xFFu << (16 * h + 8 * (sb >> 1 & 1u)))) |
+                           (sb << (16 * h + 8 * (sb >> 1 & 1u)));
+    const unsigned pair = nvfp4_scale_pair<kT>(sword, h);
+    const unsigned half = (pair >> (16 * (sb >> 1 & 1u))) & 0xFFFFu;
+    const unsigned spair = half | (half << 16);
+    const bool nan = (sb & 0x7Fu) == 0x7Fu;
+    if (nan && kT == kPackBf16) continue;  // finite on the BF16 path: the kernels track the code (e4m3_nan_bits)
+    const float s = e4m3_to_f32(sb);
+    for (unsigned code = 0; code < 256; ++code)
+      for (int spread = 0; spread < 2; ++spread) {
+        const unsigned w = spread ? ((code & 0xFu) << 8) | ((code >> 4) << 24) : code << 16;  // i = 2 / byte j = 2
+        const unsigned p = spread ? nvfp4_pair<kT, true>(w, 2, spair) : nvfp4_pair<kT>(w, 2, spair);
+        for (int k = 0; k < 2; ++k) {
+          const float got = half16_to_f32<kT>((p >> (16 * k)) & 0xFFFFu) * unshift;
+          const float want = e2m1_to_f32(k == 0 ? code & 0xFu : code >> 4) * s;
+          if (nan) {
+            EXPECT_TRUE(std::isnan(got)) << sb;
+          } else {
+            EXPECT_EQ(f32_bits(got), f32_bits(want)) << "scale " << sb << " code " << code << " spread " << spread;
+          }
+        }
+      }
+  }
+}
+
+TEST(Pack16, Nvfp4PairsAreExactBf16) { check_nvfp4_pairs<kPackBf16>(); }
+TEST(Pack16, Nvfp4PairsAreExactF16) { check_nvfp4_pairs<kPackF16>(); }
 
 // MXFP4 in BF16: every E2M1 pair times every UE8M0 scale, against the FP32 product (reference_linear's
 // decoded weight), Inf and NaN included.

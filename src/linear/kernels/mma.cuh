@@ -104,17 +104,30 @@ B12X_DEV void mma_k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsign
 #endif
 }
 
-// A lane's 8 elements of one row and run as 4 kT pairs (elements 0-1, 2-3, 4-5, 6-7), exact.
-// w: the lane's loaded words; sb: NVFP4's block scale of these elements as a kT pair; kSplit: E4M3
-// words in the tile16 byte order (e4m3x2_pack_split).
-template <int kFormat, int kT, bool kSplit = false>
+// The decode kernels' FP4 form: a lane's elements i and i + 4 share a pair (e2m1x2_bits_spread: no
+// byte permute per pair; mma_compute_step pairs the activations the same way) and NVFP4 pairs are
+// element * scale * 2^-nvfp4_sum_shift (nvfp4_pair: one packed multiply). The prefill kernel
+// (wgmma_tile16.cuh) keeps the plain form: pairs (2i, 2i + 1), element * scale.
+constexpr bool mma_fp4_spread(int format) { return format == kFmtNvfp4 || format == kFmtMxfp4; }
+
+// A lane's 8 elements of one row and run as 4 kT pairs (elements 0-1, 2-3, 4-5, 6-7; kFp4Decode FP4:
+// 0-4, 1-5, 2-6, 3-7), exact. w: the lane's loaded words; sb: NVFP4's block scale of these elements
+// as a kT pair (kFp4Decode: from nvfp4_scale_pair); kSplit: E4M3 words in the tile16 byte order
+// (e4m3x2_pack_split).
+template <int kFormat, int kT, bool kSplit = false, bool kFp4Decode = false>
 B12X_DEV void mma_pack_row(const unsigned* w, unsigned sb, unsigned (&p)[4]) {
   if constexpr (kFormat == kFmtBf16 || kFormat == kFmtF16) {
     B12X_UNROLL
     for (int i = 0; i < 4; ++i) p[i] = w[i];
+  } else if constexpr (kFormat == kFmtNvfp4 && kFp4Decode) {
+    B12X_UNROLL
+    for (int i = 0; i < 4; ++i) p[i] = nvfp4_pair<kT, true>(w[0], i, sb);
   } else if constexpr (kFormat == kFmtNvfp4) {
     B12X_UNROLL
     for (int i = 0; i < 4; ++i) p[i] = mul2<kT>(e2m1x2_pack<kT>(w[0], i), sb);
+  } else if constexpr (kFormat == kFmtMxfp4 && kFp4Decode) {
+    B12X_UNROLL
+    for (int i = 0; i < 4; ++i) p[i] = mul2<kT>(e2m1x2_bits_spread<kT>(w[0], i), pow2_pair<kT>(e2m1_placed_exp<kT>()));
   } else if constexpr (kFormat == kFmtMxfp4) {
     B12X_UNROLL
     for (int i = 0; i < 4; ++i) p[i] = e2m1x2_pack<kT>(w[0], i);
@@ -251,7 +264,12 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
       } else if (token < m && j0 + u < l.runs) {
         v = ld_act16(x + (off + static_cast<unsigned>(j0 + u) * 64u));
       }
-      xb[u][nt][0] = v.x, xb[u][nt][1] = v.y, xb[u][nt][2] = v.z, xb[u][nt][3] = v.w;
+      if constexpr (mma_fp4_spread(kFormat)) {  // pairs (i, i + 4), as the FP4 weights
+        xb[u][nt][0] = byte_perm(v.x, v.z, 0x5410u), xb[u][nt][1] = byte_perm(v.x, v.z, 0x7632u);
+        xb[u][nt][2] = byte_perm(v.y, v.w, 0x5410u), xb[u][nt][3] = byte_perm(v.y, v.w, 0x7632u);
+      } else {
+        xb[u][nt][0] = v.x, xb[u][nt][1] = v.y, xb[u][nt][2] = v.z, xb[u][nt][3] = v.w;
+      }
     }
   float part[kNT][4];
   if constexpr (mma_step_scaled(kFormat)) {
@@ -259,6 +277,14 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
     for (int nt = 0; nt < kNT; ++nt)
       B12X_UNROLL
       for (int q = 0; q < 4; ++q) part[nt][q] = 0.0f;
+  }
+  // NVFP4: the kU runs' block scales of both rows as kT pairs, two runs per conversion (bytes u of
+  // s_lo / s_hi are run u's); run u's splat pair is then one byte permute.
+  unsigned sp_lo[(kU + 1) / 2], sp_hi[(kU + 1) / 2];
+  if constexpr (kFormat == kFmtNvfp4) {
+    B12X_UNROLL
+    for (int h = 0; h < (kU + 1) / 2; ++h)
+      sp_lo[h] = nvfp4_scale_pair<kT>(st.s_lo, h), sp_hi[h] = nvfp4_scale_pair<kT>(st.s_hi, h);
   }
   B12X_UNROLL
   for (int u = 0; u < kU; ++u) {
@@ -272,8 +298,9 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
     }
     unsigned pl[4], ph[4];
     const unsigned sb_lo = (st.s_lo >> (8 * u)) & 0xFFu, sb_hi = (st.s_hi >> (8 * u)) & 0xFFu;
-    mma_pack_row<kFormat, kT, kSplit>(st.lo[u], kFormat == kFmtNvfp4 ? e4m3_scale_pair<kT>(sb_lo) : 0u, pl);
-    mma_pack_row<kFormat, kT, kSplit>(st.hi[u], kFormat == kFmtNvfp4 ? e4m3_scale_pair<kT>(sb_hi) : 0u, ph);
+    const unsigned splat = u % 2 == 0 ? 0x1010u : 0x3232u;  // half u % 2 of the pair, in both halves
+    mma_pack_row<kFormat, kT, kSplit, true>(st.lo[u], kFormat == kFmtNvfp4 ? byte_perm(sp_lo[u / 2], 0u, splat) : 0u, pl);
+    mma_pack_row<kFormat, kT, kSplit, true>(st.hi[u], kFormat == kFmtNvfp4 ? byte_perm(sp_hi[u / 2], 0u, splat) : 0u, ph);
     const unsigned a0[4] = {pl[0], ph[0], pl[1], ph[1]};
     const unsigned a1[4] = {pl[2], ph[2], pl[3], ph[3]};
     B12X_UNROLL
@@ -323,9 +350,10 @@ B12X_DEV void mma_rows_nan(unsigned nan_lo, unsigned nan_hi, bool& row_lo, bool&
 }
 
 // The end of both mma kernels (every thread calls it: it holds a __syncthreads): add the accumulator
-// sets, turn rows with E4M3 NaN codes into NaN, publish the warp's partial tile, and in slice 0 of a
-// tile that `store`s, add the ksplit slices in slice order and run the epilogue for rows < n.
-template <int kFormat, int kNT, int kOut, bool kTrackNan>
+// sets (NVFP4: times 2^nvfp4_sum_shift), turn rows with E4M3 NaN codes into NaN, publish the warp's
+// partial tile, and in slice 0 of a tile that `store`s, add the ksplit slices in slice order and run
+// the epilogue for rows < n. kT: the operand type (device::Pack16).
+template <int kFormat, int kNT, int kOut, bool kTrackNan, int kT>
 B12X_DEV void mma_finish_tile(const float (&acc)[mma_acc_sets(kNT)][kNT][4], unsigned nan_lo, unsigned nan_hi,
                               float (&partial)[kMmaWarps][kNT][4][32], int warp, int lane, int slice, int ksplit,
                               bool store, long long tile_row, int m, long long n, const unsigned char* scale,
@@ -336,7 +364,11 @@ B12X_DEV void mma_finish_tile(const float (&acc)[mma_acc_sets(kNT)][kNT][4], uns
   B12X_UNROLL
   for (int nt = 0; nt < kNT; ++nt)
     B12X_UNROLL
-    for (int q = 0; q < 4; ++q) out[nt][q] = kSets == 1 ? acc[0][nt][q] : acc[0][nt][q] + acc[kSets - 1][nt][q];
+    for (int q = 0; q < 4; ++q) {
+      out[nt][q] = kSets == 1 ? acc[0][nt][q] : acc[0][nt][q] + acc[kSets - 1][nt][q];
+      if constexpr (kFormat == kFmtNvfp4 && nvfp4_sum_shift<kT>() > 0)  // the sums are in units of 2^-shift
+        out[nt][q] = mul_rn(out[nt][q], static_cast<float>(1 << nvfp4_sum_shift<kT>()));
+    }
 
   if constexpr (kTrackNan) {
     bool f_lo, f_hi;
@@ -428,7 +460,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kMmaMinBlocks)
     s += ksplit;
   }
 
-  mma_finish_tile<kFormat, kNT, kOut, kTrackNan>(acc, nan_lo, nan_hi, partial, warp, lane, slice, ksplit, true,
+  mma_finish_tile<kFormat, kNT, kOut, kTrackNan, kT>(acc, nan_lo, nan_hi, partial, warp, lane, slice, ksplit, true,
                                                  tile_row, m, n, scale, scale2, bias, bias_code, y);
 }
 

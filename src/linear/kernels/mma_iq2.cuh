@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kIq2MinBlocks)
     cp_async_commit();
   }
 
-  mma_finish_tile<kFormat, kNT, kOut, false>(acc, 0u, 0u, partial, warp, lane, slice, ksplit, live_tile, tile * 16, m,
+  mma_finish_tile<kFormat, kNT, kOut, false, kAct>(acc, 0u, 0u, partial, warp, lane, slice, ksplit, live_tile, tile * 16, m,
                                              n, scale, scale2, bias, bias_code, y);
 }
 

@@ -5,10 +5,10 @@
 // loads per step), and the registers of two steps in flight cap the kernel at 2 CTAs per SM; the
 // H200 profile (docs/perf/NOTES.md, 2026-12-02) showed FP8 at 56% of DRAM bandwidth with ~1 eligible
 // warp per scheduler. In tile16 a warp's step (kU runs of its 16-row tile) is contiguous and in
-// fragment order, so every lane copies exactly its own 8-32 bytes per run with cp.async (16-byte
-// LDGSTS; 8 bytes for FP4) into a stage, kStages steps ahead, and no register holds data in flight.
-// A lane reads back only what it copied itself, except the shared scale / Q8_0 d chunks (copied by
-// lanes 16.. and 0..1), hence one __syncwarp after the wait. (Bulk copies by one lane on mbarriers
+// fragment order, so the warp copies a step as contiguous 16-byte pieces with cp.async (LDGSTS) into a
+// stage, kStages steps ahead, and no register holds data in flight.
+// Lanes read back what other lanes copied (a full step is copied as contiguous 16-byte pieces spread
+// over the lanes), hence a __syncwarp after the wait. (Bulk copies by one lane on mbarriers
 // were tried first: BF16 reached only 64% of DRAM bandwidth against 91% here; NOTES.md.)
 //
 // Per step: wait for this lane's copies of the stage (cp.async.wait_group), __syncwarp, every lane
@@ -65,15 +65,15 @@ B12X_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "mem
 template <int kPending>
 B12X_DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory"); }
 
-// Every lane: its copies of the `live` runs of step s into stage `dst`. tile_data / tile_scale: the
-// tile's first data / scale chunk (the tile's runs are contiguous chunks).
+// Every lane: its copies of the `live` runs of a step into stage `dst` (the last step, which K cuts
+// short). src / scale_src: the step's first data / scale chunk. Each lane copies its own slot of every
+// run; lanes 16.. the scale chunks, lanes 0..1 Q8_0's d words.
 template <int kFormat, int kNT>
-B12X_DEV void tile16_issue_lanes(const unsigned char* tile_data, const unsigned char* tile_scale, long long s,
-                                 int live, unsigned dst, int lane) {
+B12X_DEV void tile16_issue_lanes(const unsigned char* src, const unsigned char* scale_src, int live, unsigned dst,
+                                 int lane) {
   constexpr int kU = mma_runs_per_step(kFormat, kNT);
   constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
   constexpr int kSlot = 2 * tile16_lane_row_bytes(kFormat);  // a lane's bytes per run
-  const unsigned char* src = tile_data + s * (kU * kC);
   B12X_UNROLL
   for (int u = 0; u < kU; ++u) {
     if (u >= live) break;
@@ -86,8 +86,27 @@ B12X_DEV void tile16_issue_lanes(const unsigned char* tile_data, const unsigned 
       if (lane < 2) cp_async16(dst + u * kC + 512 + 16 * lane, src + u * kC + 512 + 16 * lane);
     if constexpr (kSC > 0)  // lanes 16.. copy the scale chunks, 16 bytes each
       if (lane >= 16 && lane - 16 < kSC / 16)
-        cp_async16(dst + kU * kC + u * kSC + 16 * (lane - 16), tile_scale + (s * kU + u) * kSC + 16 * (lane - 16));
+        cp_async16(dst + kU * kC + u * kSC + 16 * (lane - 16), scale_src + u * kSC + 16 * (lane - 16));
   }
+}
+
+// Every lane: its share of a full step's copies. The step's kU data chunks are contiguous in tile16,
+// and so are its kU scale chunks, exactly as a stage holds them: the warp copies both as 16-byte
+// pieces, piece c by lane c % 32 (FP4: 2 copies per lane and step instead of 4 of 8 bytes and 4 of
+// the scales; every copy costs issue slots, and the FP4 kernels are issue-bound).
+template <int kFormat, int kNT>
+B12X_DEV void tile16_issue_full(const unsigned char* src, const unsigned char* scale_src, unsigned dst, int lane) {
+  constexpr int kU = mma_runs_per_step(kFormat, kNT);
+  constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
+  constexpr int kPieces = kU * kC / 16, kScalePieces = kU * kSC / 16;
+  static_assert(kU * kC % 16 == 0 && kScalePieces <= 32, "16-byte pieces; one scale piece per lane");
+  B12X_UNROLL
+  for (int p = 0; p < (kPieces + 31) / 32; ++p) {
+    const int c = lane + 32 * p;
+    if (kPieces % 32 == 0 || c < kPieces) cp_async16(dst + 16 * c, src + 16 * c);
+  }
+  if constexpr (kScalePieces > 0)
+    if (lane < kScalePieces) cp_async16(dst + kU * kC + 16 * lane, scale_src + 16 * lane);
 }
 
 // Every lane: its fragments of step s from the stage (runs past K read as zeros, whatever the stage
@@ -168,23 +187,28 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
   mma_zero_acc(acc);
   unsigned nan_lo = 0, nan_hi = 0;
 
-  // This warp's contiguous range of steps.
-  const long long steps = (l.runs + kU - 1) / kU;
-  const long long s_begin = steps * slice / ksplit, s_end = steps * (slice + 1) / ksplit;
-  const long long count = live_tile ? s_end - s_begin : 0;
+  // This warp's contiguous range of steps (32-bit: K / 32 runs fit easily).
+  const int steps = static_cast<int>((l.runs + kU - 1) / kU);
+  const int s_begin = static_cast<int>(static_cast<long long>(steps) * slice / ksplit);
+  const int s_end = static_cast<int>(static_cast<long long>(steps) * (slice + 1) / ksplit);
+  const int count = live_tile ? s_end - s_begin : 0;
   unsigned char* my_ring = ring + warp * kStages * kStageBytes;
   const unsigned ring_addr = smem_addr(my_ring);
 
-  const long long full_steps = l.runs / kU;  // steps past these hold fewer than kU runs
-  // Copies of step s (one of this warp's) into stage `dst`. The copies keep their per-run bounds
-  // even in full steps: a variant without them pushed the 80-register kernels into spills. The tile
-  // pointers are formed here, not inside tile16_issue_lanes: with (data, scale, tile, runs) passed
-  // down, MXFP8 with 8 tokens spilled 12-24 bytes at 80 registers (sm_90a and sm_120a, 2026-12-03).
-  auto issue = [&](long long s, unsigned dst) {
-    const unsigned char* tile_data = data + tile * l.runs * tile16_chunk_bytes(kFormat);
-    const unsigned char* tile_scale = scale + tile * l.runs * tile16_scale_chunk_bytes(kFormat);
-    const long long left = l.runs - s * kU;
-    tile16_issue_lanes<kFormat, kNT>(tile_data, tile_scale, s, left < kU ? static_cast<int>(left) : kU, dst, lane);
+  const int full_steps = static_cast<int>(l.runs / kU);  // steps past these hold fewer than kU runs
+  const unsigned char* tile_data = data + tile * l.runs * tile16_chunk_bytes(kFormat);
+  const unsigned char* tile_scale = scale + tile * l.runs * tile16_scale_chunk_bytes(kFormat);
+  // Copies of step s (one of this warp's) into stage `dst`: full steps as contiguous 16-byte pieces,
+  // the last short one lane slot by lane slot.
+  auto issue = [&](int s, unsigned dst) {
+    const unsigned char* src = tile_data + static_cast<long long>(s) * (kU * tile16_chunk_bytes(kFormat));
+    const unsigned char* scale_src = tile_scale + static_cast<long long>(s) * (kU * tile16_scale_chunk_bytes(kFormat));
+    if (s < full_steps) {
+      tile16_issue_full<kFormat, kNT>(src, scale_src, dst, lane);
+    } else {
+      const long long left = l.runs - static_cast<long long>(s) * kU;
+      tile16_issue_lanes<kFormat, kNT>(src, scale_src, left < kU ? static_cast<int>(left) : kU, dst, lane);
+    }
   };
 
   MmaStep<kFormat, kNT> st;
@@ -193,29 +217,31 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
     cp_async_commit();
   }
   // One step; kFull (every step but a last one that K % (32 kU) cuts short) drops the per-run
-  // bounds checks from the stage reads and the x loads.
-  auto step = [&](long long i, auto full) {
+  // bounds checks from the stage reads and the x loads. The ring slot is a counter that wraps (a
+  // modulo by a stage count like 7 costs a dozen instructions per step).
+  int slot = 0;
+  auto step = [&](int i, auto full) {
     constexpr bool kFull = decltype(full)::value;
-    const int slot = static_cast<int>(i % kStages);
-    const long long s = s_begin + i;
+    const int s = s_begin + i;
     cp_async_wait<kStages - 1>();  // this lane's copies of step i have landed
-    __syncwarp();                   // and the other lanes' (scale / d chunks)
+    __syncwarp();                   // and the other lanes'
     tile16_read<kFormat, kNT, kFull>(my_ring + slot * kStageBytes, l, s, st);
     if constexpr (mma_step_scaled(kFormat))  // one 128x128 block: the tile's rows share row >> 7
       st.block_scale = ld_f32(scale + 4 * ((l.row_lo >> 7) * scale_cols + ((s * kU) >> 2)));
     __syncwarp();  // every lane has read the stage: it may be refilled
     if (i + kStages < count) issue(s + kStages, ring_addr + slot * kStageBytes);
     cp_async_commit();
+    slot = slot + 1 == kStages ? 0 : slot + 1;
     mma_compute_step<kFormat, kNT, kT, kTrackNan, tile16_fp8_split(kFormat), kFull>(st, x, m, x_row_bytes, s, l, acc,
                                                                                    nan_lo, nan_hi);
   };
-  const long long count_full = full_steps - s_begin < 0 ? 0 : full_steps - s_begin < count ? full_steps - s_begin : count;
-  long long i = 0;
+  const int count_full = full_steps - s_begin < 0 ? 0 : full_steps - s_begin < count ? full_steps - s_begin : count;
+  int i = 0;
   // Q8_0 keeps the bounds checks: without them its f16 x f16 -> f16 kernel spills on sm_120a.
   for (; i < count_full; ++i) step(i, BoolConst<kFormat != kFmtQ8_0>{});
   for (; i < count; ++i) step(i, BoolConst<false>{});
 
-  mma_finish_tile<kFormat, kNT, kOut, kTrackNan>(acc, nan_lo, nan_hi, partial, warp, lane, slice, ksplit, live_tile,
+  mma_finish_tile<kFormat, kNT, kOut, kTrackNan, kT>(acc, nan_lo, nan_hi, partial, warp, lane, slice, ksplit, live_tile,
                                                  tile * 16, m, n, scale, scale2, bias, bias_code, y);
 }
 
