@@ -1,5 +1,7 @@
 #include "bench/harness.h"
 
+#include <cublas_v2.h>
+
 #include <algorithm>
 #include <memory>
 #include <random>
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "b12x/core/error.h"
+#include "bench/baselines.h"  // B12X_CUBLAS_CHECK
 #include "b12x/runtime/device.h"
 #include "runtime/cuda_api.h"
 
@@ -141,9 +144,37 @@ size_t flush_size() {
 
 }  // namespace
 
+const char* l2_flush_name(L2Flush f) { return f == L2Flush::clean ? "clean" : "write"; }
+
 Timer::Timer(cudaStream_t stream, TimerOptions options) : stream_(stream), o_(options), flush_(flush_size()) {
   if (o_.iters < 1) fail_arg("--iters", "must be at least 1, got ", o_.iters);
   if (o_.warmup < 0) fail_arg("--warmup", "must be 0 or more, got ", o_.warmup);
+  if (o_.flush == L2Flush::clean) {
+    flush_.fill(0);  // finite floats for Sasum
+    flush_sum_ = DeviceBuffer(sizeof(float));
+    cublasHandle_t h = nullptr;
+    B12X_CUBLAS_CHECK(cublasCreate(&h));
+    cublas_ = h;
+    B12X_CUBLAS_CHECK(cublasSetStream(h, stream_));
+    B12X_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+  }
+}
+
+Timer::~Timer() {
+  if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
+}
+
+void Timer::flush_l2() {
+  if (o_.flush == L2Flush::clean) {
+    // A read of 2x L2: the previous lines (dirty ones written back now, outside the events) make
+    // way for clean ones.
+    const int64_t n = static_cast<int64_t>(flush_.bytes() / sizeof(float));
+    B12X_CUBLAS_CHECK(cublasSasum_64(static_cast<cublasHandle_t>(cublas_), n, static_cast<const float*>(flush_.get()), 1,
+                                     static_cast<float*>(flush_sum_.get())));
+  } else {
+    // A write of 2x L2 (alternating bytes, so no write is ever a no-op).
+    B12X_CUDA_CHECK(cudaMemsetAsync(flush_.get(), (flush_count_++ & 1) ? 0xA5 : 0x5A, flush_.bytes(), stream_));
+  }
 }
 
 TimeStats Timer::time(const Call& call) {
@@ -164,8 +195,8 @@ TimeStats Timer::time(const Call& call) {
   const size_t n = static_cast<size_t>(o_.iters);
   Events start(n), stop(n);
   for (size_t i = 0; i < n; ++i) {
-    // Evict the previous call's data from L2 (a write of 2x L2), ordered before the start event.
-    B12X_CUDA_CHECK(cudaMemsetAsync(flush_.get(), (i & 1) ? 0xA5 : 0x5A, flush_.bytes(), stream_));
+    // Evict the previous call's data from L2, ordered before the start event.
+    flush_l2();
     B12X_CUDA_CHECK(cudaEventRecord(start[i], stream_));
     if (graph) graph->launch(stream_);
     else call(stream_);
@@ -191,8 +222,10 @@ std::string Timer::method() const {
                  "ceiling is still timed with direct launches)"
                : "direct launches",
       "; CUDA events around each single call, median (and min, p10, p90) of ", o_.iters, " repetitions after ",
-      o_.warmup, " warm-up calls; L2 flushed before every timed call (", flush,
-      " MiB memset, 2x L2, outside the events); all events read after one final synchronize");
+      o_.warmup, " warm-up calls; L2 flushed before every timed call (",
+      o_.flush == L2Flush::clean ? "clean: a read of " + flush + " MiB, 2x L2, by cuBLAS Sasum, leaving clean lines"
+                                 : "write: a " + flush + " MiB memset, 2x L2, leaving dirty lines",
+      ", outside the events); all events read after one final synchronize");
 }
 
 }  // namespace b12x::bench

@@ -58,18 +58,32 @@ class Stream {
   cudaStream_t s_ = nullptr;
 };
 
+// How the L2 is flushed before each timed call (outside the events), with a buffer of 2x L2:
+//  write: a memset of it. Cheap, but it leaves the L2 full of dirty lines, and their write-back to
+//         DRAM lands in the timed call (up to L2-size bytes of extra DRAM writes).
+//  clean: a read of all of it (cuBLAS Sasum), which evicts the previous lines outside the events and
+//         leaves clean ones: the timed call pays only for its own traffic, as in a model where the L2
+//         mostly holds the (clean) weights of earlier layers.
+enum class L2Flush { write, clean };
+
 struct TimerOptions {
   int warmup = 10;     // untimed calls first (module loads, library heuristics, clocks ramping up)
   int iters = 50;      // timed repetitions
   bool graph = false;  // time CUDA-graph launches of the captured call instead of direct calls
+  L2Flush flush = L2Flush::write;
 };
+
+const char* l2_flush_name(L2Flush f);
 
 using Call = std::function<void(cudaStream_t)>;
 
 class Timer {
  public:
-  // Allocates the L2 flush buffer: 2x the device's L2.
+  // Allocates the L2 flush buffer: 2x the device's L2 (and, for a clean flush, a cuBLAS handle).
   Timer(cudaStream_t stream, TimerOptions options);
+  ~Timer();
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
 
   // Times `call`; it must only enqueue work on the stream it is given (no synchronize), so it can
   // be captured. Throws CudaError on any failed CUDA call, including an error the call left behind.
@@ -82,9 +96,14 @@ class Timer {
   std::string method() const;  // one sentence for the report header
 
  private:
+  void flush_l2();  // enqueues the flush on stream_
+
   cudaStream_t stream_;
   TimerOptions o_;
   DeviceBuffer flush_;
+  DeviceBuffer flush_sum_;  // clean flush: Sasum's result (device pointer mode, so no synchronize)
+  void* cublas_ = nullptr;  // clean flush: a cublasHandle_t bound to stream_
+  unsigned flush_count_ = 0;
 };
 
 }  // namespace b12x::bench

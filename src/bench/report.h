@@ -83,6 +83,7 @@ struct RunInfo {
   std::string mode;  // "events" (direct launches) or "graph" (CUDA-graph replay)
   int warmup = 0, iters = 0;
   size_t flush_bytes = 0;  // L2 flush buffer (0: not flushed)
+  std::string flush;       // how: "write" (memset) or "clean" (a read), bench::L2Flush
   std::string method;      // one sentence describing the timing method
 };
 
@@ -245,6 +246,7 @@ inline nlohmann::json report_json(const RunInfo& i, const Ceilings& c, const std
               {"iters", i.iters},
               {"l2_flush_bytes", i.flush_bytes},
               {"l2_flushed", i.flush_bytes > 0},
+              {"l2_flush", i.flush},
               {"method", i.method}}}}},
           {"ceilings",
            {{"copy_tbps", json_number(c.copy_tbps)},

@@ -10,7 +10,7 @@ namespace b12x::bench {
 
 Context::Context(TimerOptions timer_options)
     : timer_(stream_.get(), timer_options),
-      direct_timer_(stream_.get(), TimerOptions{timer_options.warmup, timer_options.iters, false}) {}
+      direct_timer_(stream_.get(), TimerOptions{timer_options.warmup, timer_options.iters, false, timer_options.flush}) {}
 Context::~Context() = default;
 
 Blas& Context::blas() {

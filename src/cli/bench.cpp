@@ -40,7 +40,14 @@ struct BenchOptions {
   std::string filter, shapes, json, csv, plot;
   int iters = 50, warmup = 10;
   bool graph = false, list = false;
+  std::string l2_flush = "write";
 };
+
+L2Flush parse_l2_flush(const std::string& s) {
+  if (s == "write") return L2Flush::write;
+  if (s == "clean") return L2Flush::clean;
+  fail_arg("--l2-flush", "must be write or clean, got '", s, "'");
+}
 
 // ---------------------------------------------------------------------------------------------
 // Selecting cases (no GPU needed: --list and option errors work anywhere)
@@ -188,6 +195,7 @@ RunInfo run_info(const Timer& timer) {
   i.warmup = timer.options().warmup;
   i.iters = timer.options().iters;
   i.flush_bytes = timer.flush_bytes();
+  i.flush = l2_flush_name(timer.options().flush);
   i.method = timer.method();
   return i;
 }
@@ -242,7 +250,7 @@ void run_plot(const std::string& json_path, const std::string& png_path) {
 }
 
 void run_on_gpu(const BenchOptions& o, const std::vector<Case>& selected) {
-  Context ctx(TimerOptions{o.warmup, o.iters, o.graph});
+  Context ctx(TimerOptions{o.warmup, o.iters, o.graph, parse_l2_flush(o.l2_flush)});
   const RunInfo info = run_info(ctx.timer());
   std::cout << header_text(info) << std::flush;
   if (const char* t = std::getenv("B12X_TIMING"); t && *t && std::string(t) != "0")
@@ -305,6 +313,7 @@ void run_bench(const BenchOptions& o) {
   // Every option is checked before anything runs, with or without a GPU.
   B12X_CHECK_ARG(o.iters >= 1, "--iters", "must be at least 1, got ", o.iters);
   B12X_CHECK_ARG(o.warmup >= 0, "--warmup", "must be 0 or more, got ", o.warmup);
+  parse_l2_flush(o.l2_flush);
   const auto suites = select_suites(o.suites, o.list);
   const auto cases = select_cases(o, suites);
   if (o.list) return print_list(suites, cases);
@@ -331,6 +340,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--iters", o->iters, "timed repetitions per case")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "untimed calls before timing")->capture_default_str();
   cmd->add_flag("--graph", o->graph, "capture each call into a CUDA graph once and time graph launches");
+  cmd->add_option("--l2-flush", o->l2_flush,
+                  "how the L2 is flushed before each timed call: write (a memset of 2x L2; its dirty lines are "
+                  "written back during the timed call) or clean (a read of 2x L2: clean lines)")
+      ->capture_default_str();
   cmd->add_option("--json", o->json, "write the results (with raw samples) as JSON");
   cmd->add_option("--csv", o->csv, "write the results as CSV");
   cmd->add_option("--plot", o->plot, "write a roofline chart (PNG) with scripts/bench_plot.py (python3 + matplotlib)");

@@ -66,6 +66,7 @@ def test_suites_accept_commas_and_repeats():
     (["--iters", "0"], "--iters"),
     (["--iters", "many"], "--iters"),
     (["--warmup", "-1"], "--warmup"),
+    (["--l2-flush", "dirty"], "--l2-flush"),
 ])
 def test_bad_options_exit_nonzero_naming_the_option(args, option):
     proc = run_cli("bench", *args, check=False)

@@ -12,12 +12,15 @@
 //  * The dot product does not care which K slot of the MMA holds which element as long as A and B
 //    agree, so the lane feeds its elements 8t .. 8t+3 to K slots {2t, 2t+1, 2t+8, 2t+9} of the first
 //    k16 MMA and 8t+4 .. 8t+7 to those of the second; its B fragment is x[token g][8t .. 8t+7] of the
-//    same run: one 16-byte load of x per token tile (tokens >= m are zeros and never read).
+//    same run: one 16-byte load of x per token tile (tokens >= m are zeros and never read). FP4 weights
+//    pair elements (i, i + 4) instead of (2i, 2i + 1) (cheaper to decode, mma_fp4_spread), and x's
+//    halves are permuted to match.
 //  * A run lies in one scale group of MXFP8/MXFP4/Q8_0 (32) and in one 128-wide fp8_block block, so
 //    those scales multiply FP32 partial sums: per run (MX) or per 4-run step (fp8_block) the MMAs
 //    accumulate into a zeroed fragment, then acc += scale(row) * partial. NVFP4's 16-element groups
 //    split a run between lanes, so its E4M3 block scale is folded into the decoded BF16/F16 pair
-//    instead (exact, see pack16.cuh). Row scales (fp8_channel) and the FP32 tensor scale (fp8_tensor,
+//    instead (exact; with BF16 one multiply of the placed E2M1 bits by scale * 2^118 gives element *
+//    scale * 2^-8, and the sum is scaled by 2^8 at the end: pack16.cuh, nvfp4_pair). Row scales (fp8_channel) and the FP32 tensor scale (fp8_tensor,
 //    nvfp4 weight_scale_2) multiply the final sum in the epilogue, like reference_linear's alpha.
 //  * Work split: a CTA has kMmaWarps warps in kMmaWarps / ksplit groups; a group owns one 16-row tile
 //    and its ksplit warps take every ksplit-th step of kRunsPerStep runs (split-K inside the CTA).
