@@ -133,6 +133,17 @@ B12X_DEV unsigned pack_bf16x2(float lo, float hi) {
 #endif
 }
 
+// pack_bf16x2 for values known not to be NaN (one cvt on the device; no re-encoding to check).
+B12X_DEV unsigned pack_bf16x2_not_nan(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  unsigned d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+#else
+  return f32_to_bf16_rne(lo) | (f32_to_bf16_rne(hi) << 16);
+#endif
+}
+
 B12X_DEV unsigned pack_f16x2(float lo, float hi) {
 #if defined(__CUDA_ARCH__)
   // cvt.rn.f16x2.f32: IEEE RNE, FP16 subnormals kept (no .ftz), overflow to Inf (no .satfinite).

@@ -290,7 +290,7 @@ void emulate_tiles(const uint8_t* table, const void* ids, uint8_t* out, uint8_t*
                    int64_t blocks_per_row, int64_t grid) {
   const long long chunks = emb::chunks_per_row(blocks_per_row);
   const long long tiles = tokens * chunks;
-  alignas(16) uint8_t smem[kEmbedChunkBytes];
+  alignas(16) uint8_t smem[kEmbedSmemBytes];
   std::vector<emb::ChunkRegs<W>> regs(kEmbedThreads);
   for (int64_t cta = 0; cta < grid; ++cta)
     for (long long tile = cta; tile < tiles; tile += grid) {

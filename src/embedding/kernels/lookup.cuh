@@ -23,6 +23,7 @@
 // functions on the CPU (tile walk, loads, shared staging, decode and stores) against the reference.
 #pragma once
 #include "device/decode.cuh"
+#include "device/pack16.cuh"  // byte_perm
 
 namespace b12x {
 
@@ -30,7 +31,8 @@ constexpr int kEmbedThreads = 256;
 constexpr int kEmbedMinBlocksPerSm = 4;  // caps registers at 64; the host launches sm_count * 4 CTAs
 constexpr int kEmbedChunkBlocks = 256;   // Q8_0 blocks per tile
 constexpr int kEmbedQ8Bytes = 34;        // bytes per Q8_0 block: fp16 d, int8 qs[32]
-constexpr int kEmbedChunkBytes = kEmbedChunkBlocks * kEmbedQ8Bytes;  // 8704: the shared staging buffer
+constexpr int kEmbedChunkBytes = kEmbedChunkBlocks * kEmbedQ8Bytes;  // 8704: one chunk's bytes
+constexpr int kEmbedSmemBytes = kEmbedChunkBytes + 16;  // the staging buffer: decode_group reads past a chunk
 
 namespace embed {
 
@@ -180,28 +182,47 @@ constexpr int kGroupElems = 16 / device::OutTraits<kOut>::bytes;  // 8 (bf16) or
 
 // Elements E*part .. E*part+E-1 of the Q8_0 block at `block` (2-byte aligned), decoded exactly like
 // device::decode_q8_0_x32 (int8 * fp16(d), exact) and written as one 16-byte store at dst (16-byte
-// aligned) rounded like store_f32 on the host.
+// aligned) rounded like store_f32 on the host. The E int8 codes sit at a 2-byte aligned address
+// (34-byte blocks), so they are read as the E/4 + 1 aligned words around them and realigned with a
+// byte permute (up to 4 bytes past the codes are read: the staging buffer has kEmbedSmemBytes);
+// each code then becomes an FP32 2^23 + (q + 128) with one more byte permute (H200 ncu, 2026-12-04:
+// the kernel with 16-bit loads and shifts ran 16 instructions per element, issue-limited in part).
 template <int kOut>
 B12X_DEV void decode_group(const unsigned char* block, int part, unsigned char* dst) {
   static_assert(kOut == device::kOutBf16 || kOut == device::kOutF32, "embedding writes bf16 or f32");
   constexpr int E = kGroupElems<kOut>;
-  const float d = device::f16_to_f32(device::ld_u16(block));
+  const unsigned d_bits = device::ld_u16(block);
+  const float d = device::f16_to_f32(d_bits);
+  // A finite d makes every q * d finite (|q * d| <= 128 * 65504): no NaN to re-encode like the host.
+  const bool finite = (d_bits & 0x7C00u) != 0x7C00u;
   const unsigned char* qs = block + 2 + E * part;
+  const unsigned misalign = static_cast<unsigned>(reinterpret_cast<unsigned long long>(qs) & 3u);  // 0 or 2
+  const unsigned char* base = qs - misalign;
+  const unsigned realign = misalign ? 0x5432u : 0x3210u;
+  unsigned w[E / 4 + 1];
+  B12X_UNROLL
+  for (int i = 0; i <= E / 4; ++i) w[i] = *reinterpret_cast<const unsigned*>(base + 4 * i);
   float v[E];
   B12X_UNROLL
-  for (int i = 0; i < E / 2; ++i) {
-    const unsigned pair = device::ld_u16(qs + 2 * i);
+  for (int i = 0; i < E / 4; ++i) {
+    // Codes 4i .. 4i+3 with their top bits flipped: byte q + 128.
+    const unsigned q = device::byte_perm(w[i], w[i + 1], realign) ^ 0x80808080u;
     B12X_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      // int8 q exactly: (2^23 + (q + 128)) - (2^23 + 128); q + 128 is the byte with its top bit flipped.
-      const unsigned biased = ((pair >> (8 * h)) & 0xFFu) ^ 0x80u;
-      const float q = device::add_rn(device::f32_from_bits(0x4B000000u | biased), -8388736.0f);
-      v[2 * i + h] = device::mul_rn(q, d);
+    for (int j = 0; j < 4; ++j) {
+      // int8 q exactly: (2^23 + (q + 128)) - (2^23 + 128); the byte goes under the exponent 0x4B.
+      const float biased = device::f32_from_bits(device::byte_perm(q, 0x4B000000u, 0x7440u | static_cast<unsigned>(j)));
+      v[4 * i + j] = device::mul_rn(device::add_rn(biased, -8388736.0f), d);
     }
   }
   if constexpr (kOut == device::kOutF32) {
-    device::st_u32x4(dst, device::f32_out_bits(v[0]), device::f32_out_bits(v[1]), device::f32_out_bits(v[2]),
-                     device::f32_out_bits(v[3]));
+    if (finite)
+      device::st_u32x4(dst, device::f32_bits(v[0]), device::f32_bits(v[1]), device::f32_bits(v[2]), device::f32_bits(v[3]));
+    else
+      device::st_u32x4(dst, device::f32_out_bits(v[0]), device::f32_out_bits(v[1]), device::f32_out_bits(v[2]),
+                       device::f32_out_bits(v[3]));
+  } else if (finite) {
+    device::st_u32x4(dst, device::pack_bf16x2_not_nan(v[0], v[1]), device::pack_bf16x2_not_nan(v[2], v[3]),
+                     device::pack_bf16x2_not_nan(v[4], v[5]), device::pack_bf16x2_not_nan(v[6], v[7]));
   } else {
     device::st_u32x4(dst, device::pack_bf16x2(v[0], v[1]), device::pack_bf16x2(v[2], v[3]),
                      device::pack_bf16x2(v[4], v[5]), device::pack_bf16x2(v[6], v[7]));
@@ -302,7 +323,7 @@ __global__ void __launch_bounds__(kEmbedThreads, kEmbedMinBlocksPerSm)
     embedding_q8_0_kernel(const unsigned char* __restrict__ table, const void* __restrict__ ids,
                           unsigned char* __restrict__ out, unsigned char* __restrict__ bad, long long vocab,
                           long long tokens, long long blocks_per_row) {
-  __shared__ uint4 smem_words[kEmbedChunkBytes / 16];  // uint4: 16-byte aligned for the 16-byte stores
+  __shared__ uint4 smem_words[kEmbedSmemBytes / 16];  // uint4: 16-byte aligned for the 16-byte stores
   unsigned char* smem = reinterpret_cast<unsigned char*>(smem_words);
   const int w = embed::load_width(table, blocks_per_row);  // the same in every thread of the grid
   if (w == 16)
