@@ -118,22 +118,8 @@ B12X_DEV unsigned f32_to_f16_rne(float x) {
   return sign | (q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u));
 }
 
-// Two values packed as a 32-bit word, element lo in bits 0..15 (the first in memory).
-B12X_DEV unsigned pack_bf16x2(float lo, float hi) {
-#if defined(__CUDA_ARCH__)
-  // cvt.rn.bf16x2.f32 is IEEE RNE with overflow to Inf; it writes NaN as the canonical 0x7FFF, so
-  // NaN lanes are re-encoded like the host (sign kept, 0x7FC0).
-  unsigned d;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  if (is_nan(lo)) d = (d & 0xFFFF0000u) | f32_to_bf16_rne(lo);
-  if (is_nan(hi)) d = (d & 0x0000FFFFu) | (f32_to_bf16_rne(hi) << 16);
-  return d;
-#else
-  return f32_to_bf16_rne(lo) | (f32_to_bf16_rne(hi) << 16);
-#endif
-}
-
-// pack_bf16x2 for values known not to be NaN (one cvt on the device; no re-encoding to check).
+// Two values packed as a 32-bit word, element lo in bits 0..15 (the first in memory), for values
+// known not to be NaN: one cvt.rn.bf16x2.f32 on the device (IEEE RNE, overflow to Inf).
 B12X_DEV unsigned pack_bf16x2_not_nan(float lo, float hi) {
 #if defined(__CUDA_ARCH__)
   unsigned d;
@@ -142,6 +128,17 @@ B12X_DEV unsigned pack_bf16x2_not_nan(float lo, float hi) {
 #else
   return f32_to_bf16_rne(lo) | (f32_to_bf16_rne(hi) << 16);
 #endif
+}
+
+// The same for any values: the cvt writes NaN as the canonical 0x7FFF, so NaN lanes are re-encoded
+// like the host (sign kept, 0x7FC0).
+B12X_DEV unsigned pack_bf16x2(float lo, float hi) {
+  unsigned d = pack_bf16x2_not_nan(lo, hi);
+#if defined(__CUDA_ARCH__)
+  if (is_nan(lo)) d = (d & 0xFFFF0000u) | f32_to_bf16_rne(lo);
+  if (is_nan(hi)) d = (d & 0x0000FFFFu) | (f32_to_bf16_rne(hi) << 16);
+#endif
+  return d;
 }
 
 B12X_DEV unsigned pack_f16x2(float lo, float hi) {

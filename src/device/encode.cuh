@@ -45,7 +45,7 @@ B12X_DEV float min_f32(float a, float b) {
 #endif
 }
 
-// min(a, b) that returns NaN when a is NaN (fminf would return b). (fminf would return b).
+// min(a, b) that returns NaN when a is NaN (fminf would return b).
 B12X_DEV float min_keep_nan(float a, float b) {
 #if defined(__CUDA_ARCH__)
   float d;
