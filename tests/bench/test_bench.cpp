@@ -223,6 +223,7 @@ TEST(BenchReport, JsonCarriesMetaCeilingsSamplesAndNulls) {
   info.mode = "graph";
   info.iters = 3;
   info.flush_bytes = 100 << 20;
+  info.flush = "clean";
   Result ok = timed_row("dequantize", "nvfp4", "28672x8192", 10.0, 4e7, 0);
   const Ceilings c{.copy_tbps = 4.0, .bf16_tflops = kNaN, .fp8_tflops = 1500.0};
   derive(ok, c);
@@ -233,6 +234,7 @@ TEST(BenchReport, JsonCarriesMetaCeilingsSamplesAndNulls) {
   EXPECT_EQ(j["meta"]["device"], "NVIDIA H200");
   EXPECT_EQ(j["meta"]["timing"]["mode"], "graph");
   EXPECT_EQ(j["meta"]["timing"]["l2_flushed"], true);
+  EXPECT_EQ(j["meta"]["timing"]["l2_flush"], "clean");
   EXPECT_EQ(j["ceilings"]["copy_tbps"], 4.0);
   EXPECT_TRUE(j["ceilings"]["bf16_tflops"].is_null());
   ASSERT_EQ(j["results"].size(), 2u);
