@@ -98,7 +98,9 @@ void check_e4m3_split_every_pair() {
       const bool lo_nan = (lo & 0x7Fu) == 0x7Fu, hi_nan = (hi & 0x7Fu) == 0x7Fu;
       if (kT == kPackF16 || !lo_nan) expect_half<kT>(p & 0xFFFFu, e4m3_to_f32(lo), "e4m3 split lo", lo);
       if (kT == kPackF16 || !hi_nan) expect_half<kT>(p >> 16, e4m3_to_f32(hi), "e4m3 split hi", hi);
-      if (kT == kPackBf16 && lo == 0x80u) EXPECT_EQ(p & 0xFFFFu, 0x8000u) << "-0 keeps its sign";
+      if (kT == kPackBf16 && lo == 0x80u) {
+        EXPECT_EQ(p & 0xFFFFu, 0x8000u) << "-0 keeps its sign";
+      }
     }
 }
 
@@ -198,7 +200,9 @@ void check_i8_every_pair() {
       const float hi = static_cast<float>(static_cast<int8_t>(pair >> 8));
       expect_half<kT>(p & 0xFFFFu, lo, "int8 lo", pair & 0xFFu);
       expect_half<kT>(p >> 16, hi, "int8 hi", pair >> 8);
-      if ((pair & 0xFFu) == 0) EXPECT_EQ(p & 0xFFFFu, 0u) << "int8 0 must be +0";
+      if ((pair & 0xFFu) == 0) {
+        EXPECT_EQ(p & 0xFFFFu, 0u) << "int8 0 must be +0";
+      }
     }
 }
 
