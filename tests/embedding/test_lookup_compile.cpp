@@ -446,9 +446,17 @@ TEST(EmbeddingHost, GroupDecoderMatchesDequantizeForEveryScale) {
         alignas(16) uint8_t want[128], got[128];
         dev::store_run32<kOut>(want, v);
         constexpr int E = emb::kGroupElems<kOut>;
-        for (int part = 0; part < 32 / E; ++part) emb::decode_group<kOut>(block, part, got + 16 * part);
-        ASSERT_EQ(std::memcmp(want, got, 32 * dtype_size(out)), 0) << "d = 0x" << std::hex << d << " out "
-                                                                   << dtype_name(out);
+        for (int part = 0; part < 32 / E; ++part) emb::decode_group_u16<kOut>(block, part, got + 16 * part);
+        ASSERT_EQ(std::memcmp(want, got, 32 * dtype_size(out)), 0) << "u16 decoder, d = 0x" << std::hex << d
+                                                                   << " out " << dtype_name(out);
+        if constexpr (kOut == dev::kOutBf16) {  // the word decoder (BF16 on sm_90a), from both alignments
+          alignas(16) uint8_t shifted[40];
+          for (int at : {0, 2}) {
+            std::memcpy(shifted + at, block, 34);
+            for (int part = 0; part < 32 / E; ++part) emb::decode_group_words<kOut>(shifted + at, part, got + 16 * part);
+            ASSERT_EQ(std::memcmp(want, got, 64), 0) << "word decoder at offset " << at << ", d = 0x" << std::hex << d;
+          }
+        }
       });
   }
 }

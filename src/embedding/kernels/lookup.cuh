@@ -180,16 +180,15 @@ B12X_DEV void store_chunk(unsigned char* smem, int bytes, int tid, const ChunkRe
 template <int kOut>
 constexpr int kGroupElems = 16 / device::OutTraits<kOut>::bytes;  // 8 (bf16) or 4 (f32) per store
 
-// Elements E*part .. E*part+E-1 of the Q8_0 block at `block` (2-byte aligned), decoded exactly like
-// device::decode_q8_0_x32 (int8 * fp16(d), exact) and written as one 16-byte store at dst (16-byte
-// aligned) rounded like store_f32 on the host. The E int8 codes sit at a 2-byte aligned address
+// decode_group with aligned word loads (the decoder measured on the H200 for BF16 output: 16 ->
+// ~9 instructions per element, 73 -> 81% of copy; NOTES.md 2026-12-04). The E int8 codes sit at a 2-byte aligned address
 // (34-byte blocks), so they are read as the E/4 + 1 aligned words around them and realigned with a
 // byte permute (up to 4 bytes past the codes are read: the staging buffer has kEmbedSmemBytes);
 // each code then becomes an FP32 2^23 + (q + 128) with one more byte permute (H200 ncu, 2026-12-04:
 // the kernel with 16-bit loads and shifts ran 16 instructions per element, issue-limited in part).
 template <int kOut>
-B12X_DEV void decode_group(const unsigned char* block, int part, unsigned char* dst) {
-  static_assert(kOut == device::kOutBf16 || kOut == device::kOutF32, "embedding writes bf16 or f32");
+B12X_DEV void decode_group_words(const unsigned char* block, int part, unsigned char* dst) {
+  static_assert(kOut == device::kOutBf16, "the word decoder writes bf16");
   constexpr int E = kGroupElems<kOut>;
   const unsigned d_bits = device::ld_u16(block);
   const float d = device::f16_to_f32(d_bits);
@@ -214,19 +213,58 @@ B12X_DEV void decode_group(const unsigned char* block, int part, unsigned char* 
       v[4 * i + j] = device::mul_rn(device::add_rn(biased, -8388736.0f), d);
     }
   }
-  if constexpr (kOut == device::kOutF32) {
-    if (finite)
-      device::st_u32x4(dst, device::f32_bits(v[0]), device::f32_bits(v[1]), device::f32_bits(v[2]), device::f32_bits(v[3]));
-    else
-      device::st_u32x4(dst, device::f32_out_bits(v[0]), device::f32_out_bits(v[1]), device::f32_out_bits(v[2]),
-                       device::f32_out_bits(v[3]));
-  } else if (finite) {
+  if (finite) {
     device::st_u32x4(dst, device::pack_bf16x2_not_nan(v[0], v[1]), device::pack_bf16x2_not_nan(v[2], v[3]),
                      device::pack_bf16x2_not_nan(v[4], v[5]), device::pack_bf16x2_not_nan(v[6], v[7]));
   } else {
     device::st_u32x4(dst, device::pack_bf16x2(v[0], v[1]), device::pack_bf16x2(v[2], v[3]),
                      device::pack_bf16x2(v[4], v[5]), device::pack_bf16x2(v[6], v[7]));
   }
+}
+
+// decode_group with 16-bit loads of the codes and the NaN-aware pack for every element: fewer live
+// registers. F32 output, and BF16 on sm_120a, keep it: there the word decoder spills at the
+// 64-register cap (CI's compile check, NVRTC, 2026-12-04).
+template <int kOut>
+B12X_DEV void decode_group_u16(const unsigned char* block, int part, unsigned char* dst) {
+  constexpr int E = kGroupElems<kOut>;
+  const float d = device::f16_to_f32(device::ld_u16(block));
+  const unsigned char* qs = block + 2 + E * part;
+  float v[E];
+  B12X_UNROLL
+  for (int i = 0; i < E / 2; ++i) {
+    const unsigned pair = device::ld_u16(qs + 2 * i);
+    B12X_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      // int8 q exactly: (2^23 + (q + 128)) - (2^23 + 128); q + 128 is the byte with its top bit flipped.
+      const unsigned biased = ((pair >> (8 * h)) & 0xFFu) ^ 0x80u;
+      const float q = device::add_rn(device::f32_from_bits(0x4B000000u | biased), -8388736.0f);
+      v[2 * i + h] = device::mul_rn(q, d);
+    }
+  }
+  if constexpr (kOut == device::kOutF32) {
+    device::st_u32x4(dst, device::f32_out_bits(v[0]), device::f32_out_bits(v[1]), device::f32_out_bits(v[2]),
+                     device::f32_out_bits(v[3]));
+  } else {
+    device::st_u32x4(dst, device::pack_bf16x2(v[0], v[1]), device::pack_bf16x2(v[2], v[3]),
+                     device::pack_bf16x2(v[4], v[5]), device::pack_bf16x2(v[6], v[7]));
+  }
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+constexpr bool kEmbedWordDecoder = false;  // sm_120a: decode_group_words spills (see decode_group_u16)
+#else
+constexpr bool kEmbedWordDecoder = true;
+#endif
+
+// Elements E*part .. E*part+E-1 of the Q8_0 block at `block` (2-byte aligned), decoded exactly like
+// device::decode_q8_0_x32 (int8 * fp16(d), exact) and written as one 16-byte store at dst (16-byte
+// aligned) rounded like store_f32 on the host. Both decoders give the same bytes (tests/embedding).
+template <int kOut>
+B12X_DEV void decode_group(const unsigned char* block, int part, unsigned char* dst) {
+  static_assert(kOut == device::kOutBf16 || kOut == device::kOutF32, "embedding writes bf16 or f32");
+  if constexpr (kOut == device::kOutBf16 && kEmbedWordDecoder) decode_group_words<kOut>(block, part, dst);
+  else decode_group_u16<kOut>(block, part, dst);
 }
 
 // The out-of-range row: quiet NaN in every element.
