@@ -105,6 +105,13 @@ B12X_DEV unsigned ue8m0_bf16_pair(unsigned e) {
 template <int kT>
 constexpr int e2m1_placed_exp() { return kT == kPackBf16 ? 126 : 14; }
 
+// A pair of placed E2M1 bits (e2m1x2_bits / e2m1x2_bits_spread) as the elements' values: one exact
+// packed multiply by 2^e2m1_placed_exp (the code 0.5 is a subnormal before it).
+template <int kT>
+B12X_DEV unsigned e2m1_unplace(unsigned bits) {
+  return mul2<kT>(bits, pow2_pair<kT>(e2m1_placed_exp<kT>()));
+}
+
 // Elements 2j and 2j+1 (the nibbles of byte j, j = 0..3) of eight packed E2M1 codes placed into a kT
 // pair: each half is the element * 2^-e2m1_placed_exp<kT>() (a subnormal for the code 0.5).
 template <int kT>
@@ -131,7 +138,7 @@ B12X_DEV unsigned e2m1x2_bits_spread(unsigned w, int i) {
 // Elements 2j and 2j+1 of eight packed E2M1 codes as a kT pair (exact).
 template <int kT>
 B12X_DEV unsigned e2m1x2_pack(unsigned w, int j) {
-  return mul2<kT>(e2m1x2_bits<kT>(w, j), pow2_pair<kT>(e2m1_placed_exp<kT>()));
+  return e2m1_unplace<kT>(e2m1x2_bits<kT>(w, j));
 }
 
 // Bytes 2h and 2h+1 (h = 0, 1) of four packed E4M3 codes, as a kT pair.
@@ -165,7 +172,7 @@ template <int kT>
 constexpr int nvfp4_sum_shift() { return kT == kPackBf16 ? 8 : 0; }
 
 // Bytes 2h and 2h+1 (h = 0, 1) of four packed E4M3 block scales as the kT pair that multiplies
-// nvfp4_placed_pair (exact; BF16 turns NaN codes into finite values, see e4m3_nan_bits).
+// nvfp4_pair (exact; BF16 turns NaN codes into finite values, see e4m3_nan_bits).
 template <int kT>
 B12X_DEV unsigned nvfp4_scale_pair(unsigned s, int h) {
   const unsigned p = e4m3x2_pack<kT>(s, h);
@@ -180,7 +187,7 @@ template <int kT, bool kSpread = false>
 B12X_DEV unsigned nvfp4_pair(unsigned w, int j, unsigned scale_pair) {
   const unsigned bits = kSpread ? e2m1x2_bits_spread<kT>(w, j) : e2m1x2_bits<kT>(w, j);
   if constexpr (kT == kPackBf16) return mul2<kT>(bits, scale_pair);
-  else return mul2<kT>(mul2<kT>(bits, pow2_pair<kT>(e2m1_placed_exp<kT>())), scale_pair);
+  else return mul2<kT>(e2m1_unplace<kT>(bits), scale_pair);
 }
 
 // Bytes h and h+2 (h = 0, 1) of four packed E4M3 codes, as a kT pair. The tile16 layout stores a

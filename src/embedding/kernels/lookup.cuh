@@ -181,11 +181,10 @@ template <int kOut>
 constexpr int kGroupElems = 16 / device::OutTraits<kOut>::bytes;  // 8 (bf16) or 4 (f32) per store
 
 // decode_group with aligned word loads (the decoder measured on the H200 for BF16 output: 16 ->
-// ~9 instructions per element, 73 -> 81% of copy; NOTES.md 2026-12-04). The E int8 codes sit at a 2-byte aligned address
-// (34-byte blocks), so they are read as the E/4 + 1 aligned words around them and realigned with a
-// byte permute (up to 4 bytes past the codes are read: the staging buffer has kEmbedSmemBytes);
-// each code then becomes an FP32 2^23 + (q + 128) with one more byte permute (H200 ncu, 2026-12-04:
-// the kernel with 16-bit loads and shifts ran 16 instructions per element, issue-limited in part).
+// ~9 instructions per element, 73 -> 81% of copy; NOTES.md 2026-12-04). The E int8 codes sit at a
+// 2-byte aligned address (34-byte blocks), so they are read as the E/4 + 1 aligned words around
+// them and realigned with a byte permute (up to 4 bytes past the codes are read: the staging buffer
+// has kEmbedSmemBytes); each code then becomes an FP32 2^23 + (q + 128) with one more byte permute.
 template <int kOut>
 B12X_DEV void decode_group_words(const unsigned char* block, int part, unsigned char* dst) {
   static_assert(kOut == device::kOutBf16, "the word decoder writes bf16");

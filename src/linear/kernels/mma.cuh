@@ -20,8 +20,9 @@
 //    accumulate into a zeroed fragment, then acc += scale(row) * partial. NVFP4's 16-element groups
 //    split a run between lanes, so its E4M3 block scale is folded into the decoded BF16/F16 pair
 //    instead (exact; with BF16 one multiply of the placed E2M1 bits by scale * 2^118 gives element *
-//    scale * 2^-8, and the sum is scaled by 2^8 at the end: pack16.cuh, nvfp4_pair). Row scales (fp8_channel) and the FP32 tensor scale (fp8_tensor,
-//    nvfp4 weight_scale_2) multiply the final sum in the epilogue, like reference_linear's alpha.
+//    scale * 2^-8, and the sum is scaled by 2^8 at the end: pack16.cuh, nvfp4_pair). Row scales
+//    (fp8_channel) and the FP32 tensor scale (fp8_tensor, nvfp4 weight_scale_2) multiply the final
+//    sum in the epilogue, like reference_linear's alpha.
 //  * Work split: a CTA has kMmaWarps warps in kMmaWarps / ksplit groups; a group owns one 16-row tile
 //    and its ksplit warps take every ksplit-th step of kRunsPerStep runs (split-K inside the CTA).
 //    Partial tiles go through shared memory and are summed in slice order: deterministic, no atomics.
@@ -130,7 +131,7 @@ B12X_DEV void mma_pack_row(const unsigned* w, unsigned sb, unsigned (&p)[4]) {
     for (int i = 0; i < 4; ++i) p[i] = mul2<kT>(e2m1x2_pack<kT>(w[0], i), sb);
   } else if constexpr (kFormat == kFmtMxfp4 && kFp4Decode) {
     B12X_UNROLL
-    for (int i = 0; i < 4; ++i) p[i] = mul2<kT>(e2m1x2_bits_spread<kT>(w[0], i), pow2_pair<kT>(e2m1_placed_exp<kT>()));
+    for (int i = 0; i < 4; ++i) p[i] = e2m1_unplace<kT>(e2m1x2_bits_spread<kT>(w[0], i));
   } else if constexpr (kFormat == kFmtMxfp4) {
     B12X_UNROLL
     for (int i = 0; i < 4; ++i) p[i] = e2m1x2_pack<kT>(w[0], i);
