@@ -7,8 +7,9 @@ CUDA, act_mode 'a16' (BF16/FP16 activations): M <= 16 rows in one launch of a de
 M in one launch of the prefill kernel (wgmma) for tile16 weights of every format but IQ2, else as
 ceil(M/16) launches of the 16-token path. act_mode 'fp8_tensor' / 'fp8_token' / 'fp8_block' with
 checkpoint-layout fp8 / fp8_channel / fp8_block weights: x quantized on the GPU, then the FP8
-tensor-core GEMM. CPU runs the reference (float64 accumulation; every activation mode). See
-docs/TORCH.md.
+tensor-core GEMM. act_mode 'mxfp8' (mxfp8 / mxfp4 weights) / 'nvfp4' (nvfp4 weights, input_scale =
+ModelOpt's input_scale): x quantized on the GPU, decoded exactly to BF16, then the BF16 paths above.
+CPU runs the reference (float64 accumulation; every activation mode). See docs/TORCH.md.
 """
 from dataclasses import dataclass
 from typing import List, Optional, Union

@@ -138,7 +138,7 @@ void register_runtime(CLI::App& app) {
   pw->add_option("--out-dtype", o->out_dtype, "output dtype (bf16, f16, f32)");
   pw->add_option("--act-dtype", o->act_dtype, "linear: activation dtype (bf16, f16; quantized modes also f32, f8_e4m3)")->capture_default_str();
   pw->add_option("--layout", o->layout, "linear: weight layout (checkpoint, tile16)")->capture_default_str();
-  pw->add_option("--act", o->act, "linear: activation mode (a16, fp8_tensor, fp8_token, fp8_block)")->capture_default_str();
+  pw->add_option("--act", o->act, "linear: activation mode (a16, fp8_tensor, fp8_token, fp8_block, mxfp8, nvfp4)")->capture_default_str();
   pw->add_flag("--fast-accum", o->fast_accum, "linear, fp8_tensor / fp8_token: no FP32 promotion (linear::Caps::fast_accum)");
   pw->add_option("--spec", o->spec, "JSON file: [{op, format, shape: [n, k], tokens: [...], out_dtype}]");
   pw->add_option("--arch", o->arch, "fill the disk cache for this arch (sm_90a, sm_120a) without loading on a GPU");

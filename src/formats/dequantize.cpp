@@ -85,12 +85,16 @@ Binding bind(const Plan& plan, const Scratch& scratch, const WeightView& w, cons
   B12X_CHECK_ARG(w.layout == WeightLayout::checkpoint, "w",
                  "must be in the checkpoint layout: dequantize reads checkpoint bytes (unpack a tile16 weight with "
                  "tile16_unpack_host, or use dequantize_weight on the host)");
-  check_device_weight(w, caps.format, caps.n, caps.k);
+  // Any N up to the planned one: the grid-stride loop covers fewer rows (the linear op decodes its
+  // live M quantized activation rows with a plan made for max_tokens).
+  B12X_CHECK_ARG(w.n >= 1 && w.n <= caps.n, "w", "has N = ", w.n, " rows; the plan serves 1 <= N <= ", caps.n,
+                 " (caps.n)");
+  check_device_weight(w, caps.format, w.n, caps.k);
 
   expect(out, "out")
       .present()
       .dtype(caps.out_dtype)
-      .shape({caps.n, caps.k})
+      .shape({w.n, caps.k})
       .contiguous()
       .on_cuda()
       .same_device(w.data, "weight")
@@ -112,7 +116,7 @@ void run(const Binding& binding, cudaStream_t stream) {
   float scale2 = binding.w.scale2;  // applied by fp8_tensor and nvfp4 only (apply_tensor_scale = true)
   unsigned char* out = static_cast<unsigned char*>(binding.out.data);
   long long runs_per_row = p.caps.k / kRun;
-  long long runs = p.caps.n * runs_per_row;
+  long long runs = binding.w.n * runs_per_row;
   long long scale_cols = (p.caps.k + 127) / 128;
   void* args[] = {&data, &scale, &scale2, &out, &runs, &runs_per_row, &scale_cols};
   p.kernel->launch(p.grid, p.block, 0, stream, args);

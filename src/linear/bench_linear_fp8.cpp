@@ -1,7 +1,9 @@
-// `b12x bench --suite linear_fp8`: the linear op with quantized activations (wgmma_fp8), BF16 output,
-// for fp8_tensor (fp8 weights), fp8_token (fp8_channel) and fp8_block (fp8_block) activations, each
-// twice: "<act>" is the whole op from BF16 x (the quantize.activations launch + the GEMM) and
-// "<act>/q" the GEMM on x already quantized (f8_e4m3 x and its scales), the same work cuBLASLt does;
+// `b12x bench --suite linear_fp8`: the linear op with quantized activations, BF16 output: on
+// wgmma_fp8 fp8_tensor (fp8 weights), fp8_token (fp8_channel) and fp8_block (fp8_block) activations;
+// through the decode to BF16 (src/linear/act16.h) mxfp8 (mxfp8 weights), w4a8 (mxfp8 x, mxfp4
+// weights) and w4a4 (nvfp4 x and weights), weights in linear::preferred_layout. "<act>" is the whole
+// op from BF16 x (the quantize.activations launch, [the decode of x,] the GEMM) and "<act>/q" the op
+// on x already quantized (codes and scales; not for w4a4), the work cuBLASLt does for FP8;
 // "+fast" is Caps::fast_accum (no FP32 promotion; fp8_tensor / fp8_token).
 // Baseline: cuBLASLt FP8 E4M3 (per-tensor unit scales, FP32 accumulation, fast accumulation off,
 // BF16 out) at the same (M, N, K), measured in the same run. Each case is checked first: every output
@@ -18,7 +20,6 @@
 
 #include "b12x/b12x.h"
 #include "b12x/linear/linear.h"
-#include "linear/fp8_gemm.h"
 #include "b12x/runtime/device.h"
 #include "bench/baselines.h"
 #include "bench/harness.h"
@@ -56,9 +57,9 @@ double cublaslt_fp8_us(Context& ctx, const Shape& s) {
   return measured[key] = t.median_us;
 }
 
-void bench_fp8(Context& ctx, ActMode act, bool fast, bool prequantized, const Shape& s, Result& r) {
+void bench_fp8(Context& ctx, ActMode act, Format f, bool fast, bool prequantized, const Shape& s, Result& r) {
   const int64_t m = s.m, n = s.n, k = s.k;
-  const Format f = linear::fp8::weight_format(act);
+  const WeightLayout layout = linear::preferred_layout(f, DType::bf16, act);
   linear::Caps caps;
   caps.format = f;
   caps.act = act;
@@ -68,14 +69,17 @@ void bench_fp8(Context& ctx, ActMode act, bool fast, bool prequantized, const Sh
   caps.act_dtype = prequantized ? DType::f8_e4m3 : DType::bf16;
   caps.out_dtype = DType::bf16;
   caps.fast_accum = fast;
+  caps.layout = layout;
   const linear::Plan plan = linear::plan(caps, ctx.stream());
   const linear::PlanPath& path = plan.path_for(m);
-  r.path = path.name + " " + path.kernel->describe() + (plan.quantize ? " after " + plan.quantize->kernel->describe() : "");
+  r.path = path.name + " " + path.kernel->describe() +
+           (plan.act_decode ? " after " + plan.act_decode->kernel->describe() : "") +
+           (plan.quantize ? " after " + plan.quantize->kernel->describe() : "");
   r.flops = 2.0 * static_cast<double>(m * n * k);
 
   const uint64_t seed = random_seed();
   std::mt19937_64 rng(seed);
-  const DeviceWeight dw = random_device_weight(f, n, k, rng, RowExponents{-8, 4});
+  const DeviceWeight dw = random_device_weight(f, n, k, rng, RowExponents{-8, 4}, layout);
   const PackedWeight& tile = dw.tile;
 
   // x: N(0, 1) rounded to BF16, rows scaled by 2^[-4, 4] so per-token scales differ.
@@ -91,7 +95,8 @@ void bench_fp8(Context& ctx, ActMode act, bool fast, bool prequantized, const Sh
       amax = std::max(amax, static_cast<double>(std::fabs(v)));
     }
   }
-  const float input_scale = static_cast<float>(amax / 448.0);
+  // The static scale: amax / 448 (fp8_tensor), amax / (448 * 6) for NVFP4's s2 (ModelOpt's rule).
+  const float input_scale = static_cast<float>(amax / (act == ActMode::nvfp4 ? 2688.0 : 448.0));
   const Device dev = Device::cuda(current_device());
   DeviceBuffer dx, dscale(4);
   dscale.upload(&input_scale, 4);
@@ -106,13 +111,13 @@ void bench_fp8(Context& ctx, ActMode act, bool fast, bool prequantized, const Sh
     } else {
       dscale = DeviceBuffer(qa.scales.nbytes());
       dscale.upload(qa.scales.view().data, qa.scales.nbytes());
-      sv = TensorView(dscale.get(), DType::f32, {m, qa.scales.view().size(1)}, dev);
+      sv = TensorView(dscale.get(), qa.scales.dtype(), {m, qa.scales.view().size(1)}, dev);
     }
   } else {
     dx = DeviceBuffer(x.nbytes());
     dx.upload(x.view().data, x.nbytes());
     xv = TensorView(dx.get(), DType::bf16, {m, k}, dev);
-    if (act == ActMode::fp8_tensor) sv = TensorView(dscale.get(), DType::f32, {1}, dev);
+    if (act == ActMode::fp8_tensor || act == ActMode::nvfp4) sv = TensorView(dscale.get(), DType::f32, {1}, dev);
   }
   DeviceBuffer y(static_cast<size_t>(m * n) * 2);
   y.fill(0xFF);  // NaN poison
@@ -140,7 +145,7 @@ void bench_fp8(Context& ctx, ActMode act, bool fast, bool prequantized, const Sh
   HostTensor a(DType::f64, {static_cast<int64_t>(tokens.size()), k}), wd(DType::f32, {tile.n, k});
   reference_activations(xs.view(), act, input_scale, a.view());  // per-row quantization: rows independent
   dequantize_weight(tile.view(), wd.view(), /*apply_tensor_scale=*/false);
-  const double w_tensor = f == Format::fp8_tensor ? static_cast<double>(tile.scale2) : 1.0;
+  const double w_tensor = f == Format::fp8_tensor || f == Format::nvfp4 ? static_cast<double>(tile.scale2) : 1.0;
   std::vector<double> got, want;
   for (int si = 0; si < kSampledRows; ++si) {
     const int64_t j = si == 0 ? 0 : si == 1 ? n - 1 : pick(rng);
@@ -166,24 +171,38 @@ void bench_fp8(Context& ctx, ActMode act, bool fast, bool prequantized, const Sh
 }
 
 std::vector<Case> fp8_cases(const std::vector<Shape>& shapes) {
+  struct Mode {
+    ActMode act;
+    Format weight;
+    const char* name;
+  };
+  const Mode modes[] = {{ActMode::fp8_tensor, Format::fp8_tensor, "fp8_tensor"},
+                        {ActMode::fp8_token, Format::fp8_channel, "fp8_token"},
+                        {ActMode::fp8_block, Format::fp8_block, "fp8_block"},
+                        {ActMode::mxfp8, Format::mxfp8, "mxfp8"},
+                        {ActMode::mxfp8, Format::mxfp4, "w4a8"},
+                        {ActMode::nvfp4, Format::nvfp4, "w4a4"}};
   std::vector<Case> cases;
-  for (ActMode act : {ActMode::fp8_tensor, ActMode::fp8_token, ActMode::fp8_block})
+  for (const Mode& md : modes)
     for (bool fast : {false, true})
       for (bool q : {true, false}) {
-        if (fast && act == ActMode::fp8_block) continue;
-        const std::string name = std::string(act_mode_name(act)) + (fast ? "+fast" : "") + (q ? "/q" : "");
+        if (fast && !(md.act == ActMode::fp8_tensor || md.act == ActMode::fp8_token)) continue;
+        if (q && md.act == ActMode::nvfp4) continue;  // already-quantized NVFP4 x is not taken
+        const std::string name = std::string(md.name) + (fast ? "+fast" : "") + (q ? "/q" : "");
         for (const Shape& s : shapes.empty() ? kShapes : shapes)
-          cases.push_back({"linear_fp8", name, s.str(), Ceiling::none,
-                           [act, fast, q, s](Context& ctx, Result& r) { bench_fp8(ctx, act, fast, q, s, r); }});
+          cases.push_back({"linear_fp8", name, s.str(), Ceiling::none, [md, fast, q, s](Context& ctx, Result& r) {
+                             bench_fp8(ctx, md.act, md.weight, fast, q, s, r);
+                           }});
       }
   return cases;
 }
 
 const SuiteRegistrar kLinearFp8({.name = "linear_fp8",
                                  .description = "linear with quantized activations (wgmma_fp8: fp8_tensor, fp8_token "
-                                                "with fp8_channel, fp8_block weights; BF16 y): the whole op from BF16 x "
-                                                "and (/q) the GEMM on quantized x; checked against the host; TFLOP/s, "
-                                                "cuBLASLt FP8 at the same shape as the baseline",
+                                                "with fp8_channel, fp8_block weights; decoded to BF16: mxfp8, w4a8, "
+                                                "w4a4; BF16 y): the whole op from BF16 x and (/q) on quantized x; "
+                                                "checked against the host; TFLOP/s, cuBLASLt FP8 at the same shape as "
+                                                "the baseline",
                                  .order = 19,
                                  .quick = false,
                                  .takes_shapes = true,

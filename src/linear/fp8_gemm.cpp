@@ -83,9 +83,8 @@ Work work(const Caps& caps, int64_t m, int bn, int sm_count) {
 void validate(const Caps& caps) {
   check_act_supported(caps.format, caps.act);  // Unsupported: the weight format does not take these activations
   if (!fp8_gemm_supports(caps.act))
-    fail_unsupported("linear: '", act_mode_name(caps.act), "' activations (with ", format_info(caps.format).name,
-                     " weights) are not served on the GPU yet (issue 6: MXFP8 / W4A8 / NVFP4 GEMMs); the served "
-                     "quantized modes are fp8_tensor, fp8_token and fp8_block");
+    fail_unsupported("linear: '", act_mode_name(caps.act), "' activations are not served by the FP8 GEMM "
+                     "(wgmma_fp8: fp8_tensor, fp8_token, fp8_block)");
   B12X_CHECK_ARG(caps.act_dtype == DType::bf16 || caps.act_dtype == DType::f16 || caps.act_dtype == DType::f32 ||
                      caps.act_dtype == DType::f8_e4m3,
                  "act_dtype", "must be bf16, f16 or f32 (x quantized by the op) or f8_e4m3 (x already quantized) for ",

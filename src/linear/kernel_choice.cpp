@@ -33,7 +33,10 @@ WeightLayout preferred_layout(Format format, DType act_dtype) {
 }
 
 WeightLayout preferred_layout(Format format, DType act_dtype, ActMode act) {
-  return act == ActMode::a16 ? preferred_layout(format, act_dtype) : WeightLayout::checkpoint;
+  if (act == ActMode::a16) return preferred_layout(format, act_dtype);
+  // mxfp8 / nvfp4: the 16-bit paths with BF16 x (src/linear/act16.h); FP8 modes: wgmma_fp8's TMA rows.
+  if (act == ActMode::mxfp8 || act == ActMode::nvfp4) return preferred_layout(format, DType::bf16);
+  return WeightLayout::checkpoint;
 }
 
 }  // namespace b12x::linear

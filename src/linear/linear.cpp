@@ -1,7 +1,8 @@
 // GPU linear op (include/b12x/linear/linear.h): plan validates, picks a path per token bucket (decode,
 // M <= 16: tile16 weights: src/linear/kernels/mma_tile16.cuh / mma_iq2.cuh; checkpoint weights: the
 // mma kernel, mma.cuh, where it serves the format, else the gemv kernel, gemv.cuh; prefill, M > 16:
-// wgmma_tile16.cuh; quantized FP8 activations at every M: fp8_gemm.cpp, wgmma_fp8.cuh) and resolves
+// wgmma_tile16.cuh; quantized FP8 activations at every M: fp8_gemm.cpp, wgmma_fp8.cuh; MXFP8 / NVFP4
+// activations: decoded to BF16 for the 16-bit paths, act16.cpp) and resolves
 // its kernel; bind checks the tensors and makes views (and, for a
 // prefill path, encodes x's TMA descriptor on the host) without touching the device; run only
 // launches (the decode kernels take the same arguments; the prefill kernel x's descriptor first).
@@ -19,6 +20,7 @@
 #include "b12x/formats/format.h"
 #include "b12x/runtime/device.h"
 #include "formats/kernel_weight.h"
+#include "linear/act16.h"
 #include "linear/fp8_gemm.h"
 #include "linear/tile_buckets.h"
 #include "linear/kernels/mma_iq2.cuh"        // stage / shared-memory sizes (constexpr, host-compilable)
@@ -222,7 +224,11 @@ void validate_caps(const Caps& caps) {
                  caps.n);
   B12X_CHECK_ARG(caps.n <= std::numeric_limits<int64_t>::max() / 4 / caps.k, "n", "N x K = ", caps.n, " x ", caps.k,
                  " is too large");
-  if (caps.act != ActMode::a16) {  // quantized activations: their own rules (fp8_gemm.cpp)
+  if (act16::serves(caps.act)) {  // MXFP8 / NVFP4 x: its rules, then the 16-bit path's (act16.cpp)
+    act16::validate(caps);
+    return;
+  }
+  if (caps.act != ActMode::a16) {  // quantized FP8 activations: their own rules (fp8_gemm.cpp)
     fp8::validate(caps);
     return;
   }
@@ -250,6 +256,7 @@ namespace {
 // The token counts plan() makes paths for: the decode buckets up to max_tokens's, then (max_tokens
 // > 16) the prefill buckets below max_tokens and max_tokens itself.
 std::vector<int64_t> path_tokens(const Caps& caps, int sm_count) {
+  if (act16::serves(caps.act)) return path_tokens(act16::inner_caps(caps), sm_count);
   std::vector<int64_t> out;
   if (caps.act != ActMode::a16) {
     for (const auto& [top, bn] : fp8::buckets(caps, sm_count)) out.push_back(top);
@@ -278,6 +285,11 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
   validate_caps(caps);
   B12X_CHECK_ARG(tokens >= 1 && tokens <= caps.max_tokens, "tokens", "must be in [1, max_tokens = ", caps.max_tokens,
                  "], got ", tokens);
+  if (act16::serves(caps.act)) {  // the 16-bit path of BF16 x, after the decode of x
+    PlanPath p = plan_path(act16::inner_caps(caps), tokens, sm_count);
+    p.name = detail::concat("act16{x=", act_mode_name(caps.act), "->bf16} + ", p.name);
+    return p;
+  }
   if (caps.act != ActMode::a16) return fp8::path(caps, tokens, sm_count > 0 ? sm_count : kDefaultSmCount);
   PlanPath p;
   if (tokens > kMaxDecodeTokens) {  // prefill: the first prefill bucket serving `tokens`
@@ -350,8 +362,12 @@ std::vector<KernelSpec> kernel_specs(const Caps& caps) {
     KernelSpec s = plan_path(caps, b, kDefaultSmCount).spec;
     if (specs.empty() || specs.back().name_expression != s.name_expression) specs.push_back(std::move(s));
   }
-  if (caps.act != ActMode::a16 && caps.act_dtype != DType::f8_e4m3)
+  if (act16::serves(caps.act)) {
+    if (act16::quantizes_x(caps)) specs.push_back(quantize::kernel_spec(act16::quantize_caps(caps)));
+    specs.push_back(dequant::kernel_spec(act16::decode_caps(caps)));
+  } else if (caps.act != ActMode::a16 && caps.act_dtype != DType::f8_e4m3) {
     specs.push_back(quantize::kernel_spec(fp8::quantize_caps(caps)));
+  }
   return specs;
 }
 
@@ -409,7 +425,11 @@ Plan plan(const Caps& caps, cudaStream_t stream) {
   p.sm_count = sm_count;
   for (int64_t b : path_tokens(caps, sm_count)) p.paths.push_back(plan_path(caps, b, sm_count));
   for (PlanPath& path : p.paths) path.kernel = &resolve_kernel(path.spec, stream);
-  if (caps.act != ActMode::a16) {
+  if (act16::serves(caps.act)) {
+    p.scratch = act16::scratch(caps);
+    if (act16::quantizes_x(caps)) p.quantize = quantize::plan(act16::quantize_caps(caps), stream);
+    p.act_decode = dequant::plan(act16::decode_caps(caps), stream);
+  } else if (caps.act != ActMode::a16) {
     p.scratch = fp8::scratch(caps, sm_count);
     if (caps.act_dtype != DType::f8_e4m3) p.quantize = quantize::plan(fp8::quantize_caps(caps), stream);
   }
@@ -474,6 +494,8 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
     fp8::bind(plan, scratch, x_scale, b);
     return b;
   }
+  if (act16::serves(caps.act)) act16::bind(plan, scratch, x_scale, b);  // sets x16: what the kernel reads
+  const TensorView& xk = b.x16.empty() ? x : b.x16;
   if (path.kind == PathKind::prefill) {  // x [m, k] as a TMA map: boxes of 64 K x tokens_per_cta rows, zeros outside
     static_assert(sizeof(CUtensorMap) == sizeof(b.x_map), "CUtensorMap is 128 bytes");
     CUtensorMap map;
@@ -482,8 +504,8 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
     const cuuint32_t box[2] = {static_cast<cuuint32_t>(device::kWgStageK), static_cast<cuuint32_t>(path.tokens_per_cta)};
     const cuuint32_t elem_strides[2] = {1, 1};
     B12X_CU_CHECK(detail::driver().cuTensorMapEncodeTiled(
-        &map, caps.act_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-        const_cast<void*>(x.data), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        &map, xk.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+        const_cast<void*>(xk.data), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
     std::memcpy(b.x_map, &map, sizeof map);
   }
@@ -497,10 +519,12 @@ void run(const Binding& binding, cudaStream_t stream) {
   const Plan& p = *binding.plan;
   const PlanPath& path = p.paths[binding.path];
   if (path.kind == PathKind::fp8) return fp8::run(binding, stream);
-  const unsigned char* x = static_cast<const unsigned char*>(binding.x.data);
+  if (p.act_decode) act16::run_prologue(binding, stream);  // x16 = decoded quantized x
+  const unsigned char* x = static_cast<const unsigned char*>((p.act_decode ? binding.x16 : binding.x).data);
   const unsigned char* data = static_cast<const unsigned char*>(binding.w.data.data);
   const unsigned char* scale = static_cast<const unsigned char*>(binding.w.scale.data);
   float scale2 = binding.w.scale2;  // used by fp8 (weight_scale) and nvfp4 (weight_scale_2) only
+  const float* act_scale = binding.act_scale;  // nvfp4 activations' input scale, else nullptr
   const unsigned char* bias = static_cast<const unsigned char*>(binding.bias.data);
   int bias_dtype = p.caps.has_bias ? float_dtype_code(p.caps.bias_dtype, "bias_dtype") : -1;
   unsigned char* y = static_cast<unsigned char*>(binding.y.data);
@@ -509,13 +533,13 @@ void run(const Binding& binding, cudaStream_t stream) {
   long long scale_cols = (p.caps.k + 127) / 128;  // fp8_block's scale columns
   if (path.kind == PathKind::prefill) {  // prefill: the grid follows the live M
     void* x_map = const_cast<unsigned char*>(binding.x_map);
-    void* args[] = {x_map, &data, &scale, &scale2, &bias, &bias_dtype, &y, &m, &n, &k};
+    void* args[] = {x_map, &data, &scale, &scale2, &act_scale, &bias, &bias_dtype, &y, &m, &n, &k};
     const dim3 grid(static_cast<unsigned>((binding.m + path.tokens_per_cta - 1) / path.tokens_per_cta), path.grid.y);
     path.kernel->launch(grid, path.block, path.smem_bytes, stream, args);
     return;
   }
   int ksplit = path.ksplit;
-  void* args[] = {&x, &data, &scale, &scale2, &bias, &bias_dtype, &y, &m, &n, &k, &scale_cols, &ksplit};
+  void* args[] = {&x, &data, &scale, &scale2, &act_scale, &bias, &bias_dtype, &y, &m, &n, &k, &scale_cols, &ksplit};
   path.kernel->launch(path.grid, path.block, path.smem_bytes, stream, args);
 }
 

@@ -6,7 +6,9 @@
 // >= M, so a handful of plans serve every prompt length) where it serves the weight (tile16 layout,
 // linear::prefill_supports); otherwise as ceil(M / 16) launches of the 16-token path, each
 // streaming the whole weight. fp8_tensor / fp8_token / fp8_block (BF16/FP16/FP32 x): the quantize
-// kernel, then the FP8 GEMM (wgmma_fp8), from one plan for the power of two >= M.
+// kernel, then the FP8 GEMM (wgmma_fp8), from one plan for the power of two >= M. mxfp8 / nvfp4
+// (BF16/FP16/FP32 x): the quantize kernel, the decode of x to BF16, then the 16-bit path of BF16 x
+// (one plan for the power of two >= M where the prefill kernel serves the weight, else pieces of 16).
 // Plans are made once per (weight shape and format, dtypes, bias, token bucket, device) and kept for
 // the life of the process; making one while the stream captures a CUDA graph raises
 // KernelResolutionFrozenError, so warm-up (a first eager call, b12x.linear.plan) comes before capture.
@@ -93,16 +95,13 @@ void linear_cpu(const at::Tensor& x, const WeightView& w, const std::optional<at
   reference_linear(a);
 }
 
-// Quantized activations (fp8_tensor / fp8_token / fp8_block): one plan for the power of two >= M
-// (at least 16; every smaller M is one of its paths), x quantized by the op into scratch (a
+// Quantized activations: one plan for the power of two >= M (at least 16; every smaller M is one of
+// its paths), except mxfp8 / nvfp4 with a weight the prefill kernel does not serve (checkpoint
+// layout): plans of 16 tokens, M in pieces of 16. x is quantized by the op into scratch (a
 // caching-allocator tensor, so graph capture takes it from the graph's pool), input_scale as a
 // device scalar filled per call (a captured graph keeps the value it was captured with).
 void linear_cuda_quantized(const at::Tensor& x, const WeightView& w, const std::optional<at::Tensor>& bias,
                            ActMode act, double input_scale, at::Tensor& out) {
-  if (!linear::fp8_gemm_supports(act))
-    fail_unsupported("linear on CUDA serves act_mode 'a16', 'fp8_tensor', 'fp8_token' and 'fp8_block'; '",
-                     act_mode_name(act), "' activations need the MXFP8 / NVFP4 GEMMs, which are not there yet "
-                     "(issue 6). The CPU kernel of this op computes every mode.");
   B12X_CHECK_ARG(x.scalar_type() == c10::ScalarType::BFloat16 || x.scalar_type() == c10::ScalarType::Half ||
                      x.scalar_type() == c10::ScalarType::Float,
                  "x", "must be bfloat16, float16 or float32 for ", act_mode_name(act), " activations, got ",
@@ -114,19 +113,31 @@ void linear_cuda_quantized(const at::Tensor& x, const WeightView& w, const std::
   c10::cuda::CUDAGuard guard(x.device());
   cudaStream_t stream = current_stream(x);
   const TensorView bias_view = view_of(bias, "bias");
+  const bool pieces = !linear::fp8_gemm_supports(act) && !prefill_serves(w, DType::bf16);
   linear::Caps caps = caps_for(w, to_dtype(x2.scalar_type(), "x"), to_dtype(out.scalar_type(), "out"), bias_view,
-                               std::max<int64_t>(linear::kMaxDecodeTokens, linear_prefill_capacity(m)));
+                               pieces ? linear::kMaxDecodeTokens
+                                      : std::max<int64_t>(linear::kMaxDecodeTokens, linear_prefill_capacity(m)));
   caps.act = act;
   const linear::Plan& plan = plan_for(caps, x.get_device(), stream);
   const size_t buffer_bytes = plan.scratch_bytes() + ScratchLayout::kAlignment;
   const at::Tensor scratch_mem = at::empty({static_cast<int64_t>(buffer_bytes)}, x.options().dtype(at::kByte));
   const Scratch scratch =
       aligned_scratch(scratch_mem.data_ptr(), buffer_bytes, plan.scratch_bytes(), Device::cuda(x.get_device()));
-  const at::Tensor scale = act == ActMode::fp8_tensor ? at::full({1}, input_scale, x.options().dtype(at::kFloat)) : at::Tensor();
+  const bool static_scale = act == ActMode::fp8_tensor || act == ActMode::nvfp4;
+  const at::Tensor scale = static_scale ? at::full({1}, input_scale, x.options().dtype(at::kFloat)) : at::Tensor();
   const TensorView xv = view_of(x2, "x"), yv = view_of(out, "out");
-  linear::run(linear::bind(plan, scratch, TensorView(xv.data, caps.act_dtype, {m, w.k}, xv.device), w, bias_view,
-                           TensorView(yv.data, caps.out_dtype, {m, w.n}, yv.device), view_of(scale, "input_scale")),
-              stream);
+  const size_t x_row = static_cast<size_t>(w.k) * dtype_size(caps.act_dtype);
+  const size_t y_row = static_cast<size_t>(w.n) * dtype_size(caps.out_dtype);
+  const int64_t step = pieces ? linear::kMaxDecodeTokens : m;
+  for (int64_t r0 = 0; r0 < m; r0 += step) {
+    const int64_t rows = std::min(step, m - r0);
+    linear::run(linear::bind(plan, scratch,
+                             TensorView(static_cast<char*>(xv.data) + r0 * x_row, caps.act_dtype, {rows, w.k}, xv.device),
+                             w, bias_view,
+                             TensorView(static_cast<char*>(yv.data) + r0 * y_row, caps.out_dtype, {rows, w.n}, yv.device),
+                             view_of(scale, "input_scale")),
+                stream);
+  }
 }
 
 void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<at::Tensor>& bias, ActMode act,

@@ -11,7 +11,8 @@
 TORCH_LIBRARY(b12x, m) {
   const std::vector<at::Tag> tags = {at::Tag::pt2_compliant_tag};
   // y[*, N] = x[*, K] . W^T (+ bias). weight / weight_scale / tensor_scale are the packed weight
-  // (b12x.linear.PackedWeight); act_mode 'a16' uses x as given, the quantized modes exist on CPU.
+  // (b12x.linear.PackedWeight); act_mode 'a16' uses x as given, the others quantize it
+  // (CUDA: fp8_tensor / fp8_token / fp8_block / mxfp8 / nvfp4; CPU: the reference of every mode).
   m.def("linear(Tensor x, Tensor weight, Tensor? weight_scale, float tensor_scale, str format, str layout, "
         "Tensor? bias=None, ScalarType? out_dtype=None, str act_mode='a16', float input_scale=1.0) -> Tensor",
         tags);

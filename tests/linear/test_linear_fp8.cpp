@@ -136,13 +136,6 @@ TEST(LinearFp8, PlanRejectsBadCapsWithoutAGpu) {
     c.format = Format::fp8_channel;
     expect_throws_mentioning<Unsupported>(plan_of(c), {"fp8_tensor", "fp8_channel"});
   }
-  for (auto [act, f] : {std::pair{ActMode::mxfp8, Format::mxfp8}, std::pair{ActMode::mxfp8, Format::mxfp4},
-                        std::pair{ActMode::nvfp4, Format::nvfp4}}) {
-    linear::Caps c = fp8_caps(ActMode::fp8_tensor, 256, 256, 4);
-    c.act = act;
-    c.format = f;
-    expect_throws_mentioning<Unsupported>(plan_of(c), {"not served on the GPU yet", "issue 6"});
-  }
   {
     linear::Caps c = fp8_caps(ActMode::fp8_token, 256, 256, 4);
     c.layout = WeightLayout::tile16;

@@ -194,11 +194,42 @@ def test_fp8_tensor_cuda_graph_replays_with_new_inputs(rng):
         assert rel <= 1e-2, (rel, SEED)
 
 
+ACT16_PAIRS = [("mxfp8", "mxfp8"), ("mxfp8", "mxfp4"), ("nvfp4", "nvfp4")]
+
+
+@pytest.mark.parametrize("act,fmt", ACT16_PAIRS)
+def test_mx_nvfp4_activation_modes_cuda_match_the_cpu_kernel(rng, act, fmt):
+    """x quantized on the GPU, decoded exactly to BF16, then the BF16 paths (decode kernels; the
+    prefill kernel for tile16 weights, 16-row pieces for checkpoint ones) against the CPU reference of
+    the same mode: relative L2 <= 1e-3 with FP32 output (issue 6), 1e-2 with BF16."""
+    n, k = 304, 512
+    wf = torch.from_numpy(rng.standard_normal((n, k)).astype(np.float32)) * 0.05
+    w_cpu = b12x.linear.quantize_weight(wf, fmt)
+    for layout in ("checkpoint", "tile16"):
+        w = b12x.linear.pack_weight(w_cpu.weight.to(DEV), None if w_cpu.weight_scale is None else
+                                    w_cpu.weight_scale.to(DEV), w_cpu.tensor_scale, format=fmt, layout=layout)
+        for x_dtype in (torch.bfloat16, torch.float32):
+            for m in (1, 16, 33):
+                x = torch.from_numpy(rng.standard_normal((m, k)).astype(np.float32)).to(x_dtype)
+                s = float(x.float().abs().max()) / 2688.0
+                bias = torch.from_numpy(rng.uniform(-1, 1, n).astype(np.float32))
+                want = b12x.linear.mm(x, w_cpu, bias, out_dtype=torch.float32, act_mode=act, input_scale=s)
+                for out_dtype, tol in ((torch.float32, 1e-3), (torch.bfloat16, 1e-2)):
+                    out = poisoned((m, n), out_dtype, DEV)
+                    b12x.linear.mm_out(x.to(DEV), w, out, bias.to(DEV), act_mode=act, input_scale=s)
+                    g = out.float().cpu()
+                    assert not torch.isnan(g).any(), (act, fmt, layout, x_dtype, m, out_dtype, SEED)
+                    rel = float((g - want).norm() / want.norm())
+                    assert rel <= tol, (act, fmt, layout, x_dtype, m, out_dtype, rel, SEED)
+
+
 def test_errors_on_cuda(rng):
     w, _ = oracle_weight(rng, "nvfp4", 32, 64, DEV)
     x = torch.randn(2, 64, dtype=torch.bfloat16, device=DEV)
-    with pytest.raises(b12x.Unsupported, match="MXFP8 / NVFP4 GEMMs"):
-        b12x.linear.mm(x, w, act_mode="nvfp4", input_scale=1.0)
+    with pytest.raises(b12x.Unsupported, match="activation mode 'mxfp8' is not supported with weight format 'nvfp4'"):
+        b12x.linear.mm(x, w, act_mode="mxfp8", input_scale=1.0)
+    with pytest.raises(b12x.BadArgument, match="argument 'input_scale'"):
+        b12x.linear.mm(x, w, act_mode="nvfp4", input_scale=0.0)
     w8, _ = oracle_weight(rng, "fp8", 32, 64, DEV)
     with pytest.raises(b12x.BadArgument, match="argument 'input_scale'"):
         b12x.linear.mm(x, w8, act_mode="fp8_tensor", input_scale=0.0)

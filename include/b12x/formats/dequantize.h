@@ -34,8 +34,8 @@ struct Plan {
 
 struct Binding {
   const Plan* plan = nullptr;
-  WeightView w;   // device tensors, checkpoint layout (bind refuses tile16)
-  TensorView out;  // device [N, K] of caps.out_dtype
+  WeightView w;   // device tensors, checkpoint layout (bind refuses tile16); 1 <= w.n <= caps.n rows
+  TensorView out;  // device [w.n, K] of caps.out_dtype
 };
 
 // The kernel configuration a plan for `caps` resolves (also used by prewarm and CI compile checks).

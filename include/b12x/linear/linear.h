@@ -34,6 +34,12 @@
 // its checkpoint layout. With act_dtype bf16 / f16 / f32 run() first quantizes x into scratch with the
 // quantize.activations kernel; with act_dtype f8_e4m3 x is already quantized and bind takes its scales.
 // docs/LINEAR_FP8.md has the design and its error analysis.
+// MXFP8 / NVFP4 activations (caps.act = mxfp8 with mxfp8 or mxfp4 (W4A8) weights, nvfp4 with nvfp4
+// (W4A4) weights; sm_90a, which has no block-scaled or FP4 MMA): x is quantized exactly as
+// quantize_activations does (or arrives quantized: mxfp8 with act_dtype f8_e4m3), decoded exactly to
+// BF16 (codes times block scales; formats.dequantize), and the 16-bit paths above multiply it with the
+// weight (any layout and token count they serve with BF16 x); NVFP4's input_scale multiplies the
+// weight's scale2 in the epilogue. docs/LINEAR_ACT16.md has the design and its error analysis.
 // A plan covers every token count up to caps.max_tokens: it resolves one kernel per token bucket
 // (1, 2, 4, 8, 16, then for prefill 64, 128, possibly one more (see kPrefillBuckets) and max_tokens)
 // up to the bucket of max_tokens, and bind
@@ -59,6 +65,7 @@
 #include <cuda_runtime_api.h>
 
 #include "b12x/core/tensor.h"
+#include "b12x/formats/dequantize.h"
 #include "b12x/formats/weight.h"
 #include "b12x/linear/reference.h"
 #include "b12x/quantize/quantize.h"
@@ -101,7 +108,9 @@ struct Caps {
   // How x enters the GEMM. a16: as given (act_dtype bf16 / f16). fp8_tensor, fp8_token, fp8_block:
   // quantized E4M3 activations with the matching weight (check_act_supported: fp8_tensor, fp8_channel,
   // fp8_block) in the checkpoint layout; act_dtype is then x's dtype: bf16 / f16 / f32 (the op
-  // quantizes it) or f8_e4m3 (already quantized). mxfp8 / nvfp4: not yet (Unsupported).
+  // quantizes it) or f8_e4m3 (already quantized). mxfp8 (mxfp8 / mxfp4 weights) and nvfp4 (nvfp4
+  // weights): act_dtype bf16 / f16 / f32, or (mxfp8) f8_e4m3; the weight in any layout the 16-bit
+  // paths serve with BF16 x (src/linear/act16.h).
   ActMode act = ActMode::a16;
   // fp8_tensor / fp8_token only: keep one FP8 tensor-core accumulator over all of K instead of
   // promoting every 128-K block into FP32 (the tensor cores add with less than FP32 precision:
@@ -159,6 +168,8 @@ struct Plan {
   std::vector<PlanPath> paths;
   // Quantized activations from a 16/32-bit x: the quantize.activations plan run() launches first.
   std::optional<quantize::Plan> quantize;
+  // mxfp8 / nvfp4 activations: the decode of the quantized x to BF16 run() launches next.
+  std::optional<dequant::Plan> act_decode;
   int sm_count = 0;       // fp8 paths: the persistent grid and the split-K choice
   ScratchLayout scratch;  // empty for a16; fp8: quantized x and its scales, split-K partials
   size_t scratch_bytes() const { return scratch.bytes(); }
@@ -185,6 +196,11 @@ struct Binding {
   const float* xq_scale = nullptr;
   float* partials = nullptr;
   unsigned* counters = nullptr;
+  // mxfp8 / nvfp4 activations: the decode launch, the decoded x [M, K] BF16 in scratch (what the
+  // 16-bit path reads instead of x) and (nvfp4) the device input scale the epilogue multiplies in.
+  dequant::Binding act_decode;
+  TensorView x16;
+  const float* act_scale = nullptr;
 };
 
 // Checks caps without CUDA (BadArgument naming the field; Unsupported for max_tokens > 16 where the
@@ -208,7 +224,9 @@ Plan plan(const Caps& caps, cudaStream_t stream = nullptr);
 // bias: an empty TensorView when the plan has no bias. x_scale (quantized activations only, device
 // f32): fp8_tensor: the static input scale [1] (graph-safe: read at run time), with either x dtype;
 // fp8_token / fp8_block with an f8_e4m3 x: x's scales, [M, 1] / [M, ceil(K / 128)] as
-// quantize.activations writes them; empty otherwise.
+// quantize.activations writes them; nvfp4: the static input scale s2 [1] (x quantized with 1 / s2,
+// s2 multiplied into the result; graph-safe); mxfp8 with an f8_e4m3 x: x's UE8M0 scales [M, K / 32];
+// empty otherwise.
 Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, const WeightView& w,
              const TensorView& bias, const TensorView& y, const TensorView& x_scale = {});
 void run(const Binding& binding, cudaStream_t stream);

@@ -1,6 +1,6 @@
-// Shared by the linear kernels (gemv.cuh, mma.cuh): activation / bias / output codes, portable
-// load-store helpers and the epilogue. Portable like device/decode.cuh (NVRTC on the device, the host
-// compiler in the CPU tests).
+// Shared by the linear kernels (gemv.cuh, mma*.cuh, wgmma_tile16.cuh): activation / bias / output
+// codes, portable load-store helpers and the epilogue. Portable like device/decode.cuh (NVRTC on the
+// device, the host compiler in the CPU tests).
 #pragma once
 #include "device/decode.cuh"
 
@@ -91,6 +91,17 @@ B12X_DEV void st_u32(void* p, unsigned v) {
 
 // ---------------------------------------------------------------------------------------------
 // Epilogue
+
+// The tensor scale that multiplies the sum (reference_linear's alpha): the weight's FP32 scale2,
+// times the activations' per-tensor scale where the plan has one (NVFP4 activations: their
+// input_scale, a device f32 read at run time so a captured graph picks up a new value; nullptr
+// otherwise). RN(s_x * s_w), then one more rounding in linear_finish: as wgmma_fp8's alpha.
+template <int kFormat>
+B12X_DEV float linear_tensor_scale(float scale2, const float* act_scale) {
+  if constexpr (linear_has_tensor_scale(kFormat))
+    if (act_scale != nullptr) return mul_rn(ld_f32(act_scale), scale2);
+  return scale2;
+}
 
 B12X_DEV float load_bias(const unsigned char* bias, int bias_code, long long row) {
   if (bias_code == kBiasBf16) return bf16_to_f32(ld_u16(bias + 2 * row));

@@ -262,12 +262,13 @@ namespace b12x {
 // Arguments:
 //   x      [m, k] kAct, contiguous, 16-byte aligned          y     [m, n] kOut, contiguous
 //   data, scale, scale2, scale_cols: the weight as for decode_weight_run (scale2 = tensor scale)
+//   act_scale  nullptr, or the activations' device f32 tensor scale (device::linear_tensor_scale)
 //   bias   [n] (bias_code says its dtype; kBiasNone: no bias)
 //   ksplit warps per row group (1, 2, 4 or 8), grid.x = ceil(n / (kGemvWarps / ksplit * kRows))
 template <int kFormat, int kM, int kAct, int kOut, int kRows>
 __global__ void __launch_bounds__(device::kGemvThreads, device::gemv_min_blocks(kM))
     linear_gemv_kernel(const unsigned char* __restrict__ x, const unsigned char* __restrict__ data,
-                       const unsigned char* __restrict__ scale, float scale2, const unsigned char* __restrict__ bias,
+                       const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale, const unsigned char* __restrict__ bias,
                        int bias_code, unsigned char* __restrict__ y, int m, long long n, long long k,
                        long long scale_cols, int ksplit) {
   static_assert(kM >= 1 && kM <= device::kGemvMaxTokens && kRows >= 1, "bad gemv configuration");
@@ -298,13 +299,14 @@ __global__ void __launch_bounds__(device::kGemvThreads, device::gemv_min_blocks(
 
   // Slice 0 of each group adds its group's slices in order and writes the outputs.
   if (task.slice != 0) return;
+  const float tensor_scale = device::linear_tensor_scale<kFormat>(scale2, act_scale);
   for (int i = lane; i < kRows * kM; i += 32) {
     const int r = i / kM, t = i - (i / kM) * kM;
     const long long row = task.row0 + r;
     if (t >= m || row >= n) continue;
     float v = partial[warp][i];
     for (int s = 1; s < ksplit; ++s) v += partial[warp + s][i];
-    device::linear_finish<kFormat, kOut>(v, scale2, bias, bias_code, row, y, static_cast<long long>(t) * n + row);
+    device::linear_finish<kFormat, kOut>(v, tensor_scale, bias, bias_code, row, y, static_cast<long long>(t) * n + row);
   }
 }
 

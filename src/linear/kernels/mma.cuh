@@ -416,7 +416,7 @@ B12X_DEV void mma_finish_tile(const float (&acc)[mma_acc_sets(kNT)][kNT][4], uns
 template <int kFormat, int kNT, int kAct, int kOut>
 __global__ void __launch_bounds__(device::kMmaThreads, device::kMmaMinBlocks)
     linear_mma_kernel(const unsigned char* __restrict__ x, const unsigned char* __restrict__ data,
-                      const unsigned char* __restrict__ scale, float scale2, const unsigned char* __restrict__ bias,
+                      const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale, const unsigned char* __restrict__ bias,
                       int bias_code, unsigned char* __restrict__ y, int m, long long n, long long k,
                       long long scale_cols, int ksplit) {
   using namespace device;
@@ -465,7 +465,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kMmaMinBlocks)
   }
 
   mma_finish_tile<kFormat, kNT, kOut, kTrackNan, kT>(acc, nan_lo, nan_hi, partial, warp, lane, slice, ksplit, true,
-                                                 tile_row, m, n, scale, scale2, bias, bias_code, y);
+                                                 tile_row, m, n, scale, linear_tensor_scale<kFormat>(scale2, act_scale), bias, bias_code, y);
 }
 
 }  // namespace b12x

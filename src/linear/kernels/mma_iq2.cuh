@@ -108,7 +108,7 @@ B12X_DEV unsigned iq2_magic_top(unsigned w) { return __funnelshift_r(w, 0x04B000
 template <int kFormat, int kNT, int kAct, int kOut>
 __global__ void __launch_bounds__(device::kMmaThreads, device::kIq2MinBlocks)
     linear_mma_iq2_kernel(const unsigned char* __restrict__ x, const unsigned char* __restrict__ data,
-                          const unsigned char* __restrict__ scale, float scale2,
+                          const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale,
                           const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
                           int m, long long n, long long k, long long scale_cols, int ksplit) {
   using namespace device;
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kIq2MinBlocks)
   }
 
   mma_finish_tile<kFormat, kNT, kOut, false, kAct>(acc, 0u, 0u, partial, warp, lane, slice, ksplit, live_tile, tile * 16, m,
-                                             n, scale, scale2, bias, bias_code, y);
+                                             n, scale, linear_tensor_scale<kFormat>(scale2, act_scale), bias, bias_code, y);
 }
 
 }  // namespace b12x

@@ -156,7 +156,7 @@ B12X_DEV void tile16_read(const unsigned char* stage, const MmaLane& l, long lon
 template <int kFormat, int kNT, int kAct, int kOut>
 __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks(kNT))
     linear_mma_tile16_kernel(const unsigned char* __restrict__ x, const unsigned char* __restrict__ data,
-                             const unsigned char* __restrict__ scale, float scale2,
+                             const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale,
                              const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
                              int m, long long n, long long k, long long scale_cols, int ksplit) {
   using namespace device;
@@ -242,7 +242,8 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
   for (; i < count; ++i) step(i, BoolConst<false>{});
 
   mma_finish_tile<kFormat, kNT, kOut, kTrackNan, kT>(acc, nan_lo, nan_hi, partial, warp, lane, slice, ksplit, live_tile,
-                                                 tile * 16, m, n, scale, scale2, bias, bias_code, y);
+                                                 tile * 16, m, n, scale, linear_tensor_scale<kFormat>(scale2, act_scale), bias,
+                                                 bias_code, y);
 }
 
 }  // namespace b12x

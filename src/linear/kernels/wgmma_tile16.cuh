@@ -143,7 +143,7 @@ B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned l
 template <int kFormat, int kBN, int kAct, int kOut>
 __global__ void __launch_bounds__(device::kWgThreads, 1)
     linear_wgmma_tile16_kernel(const __grid_constant__ device::TmaMap x_map, const unsigned char* __restrict__ data,
-                               const unsigned char* __restrict__ scale, float scale2,
+                               const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale,
                                const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
                                int m, long long n, long long k) {
   using namespace device;
@@ -384,6 +384,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   constexpr int kPieces = kWgRows / kE;  // per token row
   const long long n0 = tile0 * 16;
   const int ctid = static_cast<int>(threadIdx.x) - 128;
+  const float tensor_scale = linear_tensor_scale<kFormat>(scale2, act_scale);
   for (int i = ctid; i < kBN * kPieces; i += 256) {
     const int tok = i / kPieces, piece = i - tok * kPieces;
     const long long row0 = n0 + piece * kE;
@@ -393,7 +394,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     for (int e = 0; e < kE; ++e) {
       float v = out[tok * kOS + piece * kE + e];
       if constexpr (kFormat == kFmtFp8Channel) v = mul_rn(v, ld_f32(scale + 4 * (row0 + e)));
-      bits[e] = linear_finish_bits<kFormat, kOut>(v, scale2, bias, bias_code, row0 + e);
+      bits[e] = linear_finish_bits<kFormat, kOut>(v, tensor_scale, bias, bias_code, row0 + e);
     }
     U32x4 o;
     if constexpr (kE == 4) o = {bits[0], bits[1], bits[2], bits[3]};
@@ -402,7 +403,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         make_uint4(o.x, o.y, o.z, o.w);
   }
 #else
-  (void)x_map, (void)data, (void)scale, (void)scale2, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
+  (void)x_map, (void)data, (void)scale, (void)scale2, (void)act_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
 #endif
 }
 
