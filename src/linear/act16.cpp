@@ -29,17 +29,18 @@ Caps inner_caps(const Caps& caps) {
   return c;
 }
 
-bool quantizes_x(const Caps& caps) { return caps.act_dtype != DType::f8_e4m3; }
+bool quantizes_x(const Caps& caps) { return caps.act_dtype != DType::f8_e4m3 && caps.act_dtype != DType::u8; }
 
 void validate(const Caps& caps) {
   check_act_supported(caps.format, caps.act);  // Unsupported: the weight format does not take these activations
   const bool mx = caps.act == ActMode::mxfp8;
+  const DType quantized = mx ? DType::f8_e4m3 : DType::u8;
   B12X_CHECK_ARG(caps.act_dtype == DType::bf16 || caps.act_dtype == DType::f16 || caps.act_dtype == DType::f32 ||
-                     (mx && caps.act_dtype == DType::f8_e4m3),
-                 "act_dtype", "must be bf16, f16 or f32 (x quantized by the op)",
-                 mx ? " or f8_e4m3 (x already quantized, its UE8M0 scales as x_scale)" : "", " for ",
-                 act_mode_name(caps.act), " activations, got ", dtype_name(caps.act_dtype),
-                 mx ? "" : " (already-quantized NVFP4 x is not taken yet: pass the 16/32-bit x)");
+                     caps.act_dtype == quantized,
+                 "act_dtype", "must be bf16, f16 or f32 (x quantized by the op) or ", dtype_name(quantized),
+                 mx ? " (x already quantized: E4M3 codes, its UE8M0 scales as x_scale)"
+                    : " (x already quantized: packed E2M1 [M, K/2], its E4M3 block scales as x_scale)",
+                 " for ", act_mode_name(caps.act), " activations, got ", dtype_name(caps.act_dtype));
   B12X_CHECK_ARG(!caps.fast_accum, "fast_accum",
                  "is for fp8_tensor / fp8_token activations; ", act_mode_name(caps.act),
                  " activations run on BF16 tensor cores, which accumulate in FP32");
@@ -78,7 +79,8 @@ ScratchLayout scratch(const Caps& caps) {
   return l;
 }
 
-void bind(const Plan& plan, const Scratch& scratch, const TensorView& x_scale, Binding& b) {
+void bind(const Plan& plan, const Scratch& scratch, const TensorView& x_scale, const TensorView& input_scale,
+          Binding& b) {
   const Caps& caps = plan.caps;
   const int64_t m = b.m, k = caps.k, groups = k / x_group(caps.act);
   const Device dev = b.x.device;
@@ -87,12 +89,21 @@ void bind(const Plan& plan, const Scratch& scratch, const TensorView& x_scale, B
   xw.n = m;
   xw.k = k;
   xw.scale2 = 1.0f;  // NVFP4's per-tensor scale stays apart (act_scale, applied in the epilogue)
-  if (caps.act == ActMode::nvfp4) {
-    B12X_CHECK_ARG(!x_scale.empty(), "x_scale",
+  const bool quantizes = quantizes_x(caps);
+  if (caps.act == ActMode::nvfp4) {  // the static input scale s2 (ModelOpt input_scale): x_scale, or input_scale for u8 x
+    const char* s2_name = quantizes ? "x_scale" : "input_scale";
+    const TensorView& s2 = quantizes ? x_scale : input_scale;
+    B12X_CHECK_ARG(!s2.empty(), s2_name,
                    "is required for nvfp4 activations: the static input scale s2 (ModelOpt input_scale), f32 [1]");
-    expect(x_scale, "x_scale").present().dtype(DType::f32).shape({1}).on_cuda().same_device(b.x, "x").aligned(4);
-    b.act_scale = static_cast<const float*>(x_scale.data);
-  } else if (!quantizes_x(caps)) {
+    expect(s2, s2_name).present().dtype(DType::f32).shape({1}).on_cuda().same_device(b.x, "x").aligned(4);
+    b.act_scale = static_cast<const float*>(s2.data);
+    if (!quantizes) {
+      B12X_CHECK_ARG(!x_scale.empty(), "x_scale",
+                     "is required: x is already quantized (nvfp4), so bind needs its E4M3 block scales [M, K/16]");
+      expect(x_scale, "x_scale").present().dtype(DType::f8_e4m3).shape({m, groups}).contiguous().on_cuda().same_device(
+          b.x, "x");
+    }
+  } else if (!quantizes) {
     B12X_CHECK_ARG(!x_scale.empty(), "x_scale",
                    "is required: x is already quantized (mxfp8), so bind needs its UE8M0 scales [M, K/32]");
     expect(x_scale, "x_scale").present().dtype(DType::ue8m0).shape({m, groups}).contiguous().on_cuda().same_device(
@@ -103,7 +114,7 @@ void bind(const Plan& plan, const Scratch& scratch, const TensorView& x_scale, B
   }
   b.x_scale = x_scale;
 
-  if (quantizes_x(caps)) {
+  if (quantizes) {
     const bool mx = caps.act == ActMode::mxfp8;
     const TensorView q(scratch_region(scratch, plan.scratch, "linear.xq"), mx ? DType::f8_e4m3 : DType::u8,
                        {m, mx ? k : k / 2}, dev);

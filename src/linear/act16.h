@@ -24,13 +24,14 @@ void validate(const Caps& caps);
 quantize::Caps quantize_caps(const Caps& caps);
 // The formats.dequantize caps that decode max_tokens rows of quantized x to BF16.
 dequant::Caps decode_caps(const Caps& caps);
-// Whether the op quantizes x (else x arrives quantized: mxfp8 with act_dtype f8_e4m3).
+// Whether the op quantizes x (else x arrives quantized: mxfp8 with act_dtype f8_e4m3, nvfp4 with u8).
 bool quantizes_x(const Caps& caps);
 // Scratch: the quantized x and its scales (when the op quantizes), the decoded BF16 x.
 ScratchLayout scratch(const Caps& caps);
 // Fills the act16 part of a binding (x, w, bias, y, m and path already checked and set by
 // linear::bind): the quantize and decode bindings, x16, act_scale.
-void bind(const Plan& plan, const Scratch& scratch, const TensorView& x_scale, Binding& b);
+void bind(const Plan& plan, const Scratch& scratch, const TensorView& x_scale, const TensorView& input_scale,
+          Binding& b);
 // The launches before the 16-bit path's kernel: quantize (when the op quantizes), decode.
 void run_prologue(const Binding& b, cudaStream_t stream);
 

@@ -3,7 +3,7 @@
 // through the decode to BF16 (src/linear/act16.h) mxfp8 (mxfp8 weights), w4a8 (mxfp8 x, mxfp4
 // weights) and w4a4 (nvfp4 x and weights), weights in linear::preferred_layout. "<act>" is the whole
 // op from BF16 x (the quantize.activations launch, [the decode of x,] the GEMM) and "<act>/q" the op
-// on x already quantized (codes and scales; not for w4a4), the work cuBLASLt does for FP8;
+// on x already quantized (codes and scales), the work cuBLASLt does for FP8;
 // "+fast" is Caps::fast_accum (no FP32 promotion; fp8_tensor / fp8_token).
 // Baseline: cuBLASLt FP8 E4M3 (per-tensor unit scales, FP32 accumulation, fast accumulation off,
 // BF16 out) at the same (M, N, K), measured in the same run. Each case is checked first: every output
@@ -66,7 +66,7 @@ void bench_fp8(Context& ctx, ActMode act, Format f, bool fast, bool prequantized
   caps.n = n;
   caps.k = k;
   caps.max_tokens = m;
-  caps.act_dtype = prequantized ? DType::f8_e4m3 : DType::bf16;
+  caps.act_dtype = prequantized ? (act == ActMode::nvfp4 ? DType::u8 : DType::f8_e4m3) : DType::bf16;
   caps.out_dtype = DType::bf16;
   caps.fast_accum = fast;
   caps.layout = layout;
@@ -98,14 +98,16 @@ void bench_fp8(Context& ctx, ActMode act, Format f, bool fast, bool prequantized
   // The static scale: amax / 448 (fp8_tensor), amax / (448 * 6) for NVFP4's s2 (ModelOpt's rule).
   const float input_scale = static_cast<float>(amax / (act == ActMode::nvfp4 ? 2688.0 : 448.0));
   const Device dev = Device::cuda(current_device());
-  DeviceBuffer dx, dscale(4);
+  DeviceBuffer dx, dscale(4), ds2(4);
   dscale.upload(&input_scale, 4);
-  TensorView xv, sv;
+  ds2.upload(&input_scale, 4);
+  TensorView xv, sv, s2v;
   if (prequantized) {
     const QuantizedActivations qa = quantize_activations(x.view(), act, input_scale);
     dx = DeviceBuffer(qa.q.nbytes());
     dx.upload(qa.q.view().data, qa.q.nbytes());
-    xv = TensorView(dx.get(), DType::f8_e4m3, {m, k}, dev);
+    xv = TensorView(dx.get(), qa.q.dtype(), {m, qa.q.view().size(1)}, dev);
+    if (act == ActMode::nvfp4) s2v = TensorView(ds2.get(), DType::f32, {1}, dev);
     if (act == ActMode::fp8_tensor) {
       sv = TensorView(dscale.get(), DType::f32, {1}, dev);
     } else {
@@ -125,7 +127,7 @@ void bench_fp8(Context& ctx, ActMode act, Format f, bool fast, bool prequantized
   DeviceBuffer scratch_mem(plan.scratch_bytes() + ScratchLayout::kAlignment);
   const Scratch scratch = aligned_scratch(scratch_mem.get(), scratch_mem.bytes(), plan.scratch_bytes(), dev);
   const linear::Binding binding = linear::bind(plan, scratch, xv, dw.view, TensorView{},
-                                               TensorView(y.get(), DType::bf16, {m, n}, dev), sv);
+                                               TensorView(y.get(), DType::bf16, {m, n}, dev), sv, s2v);
   linear::run(binding, ctx.stream());
   B12X_CUDA_CHECK(cudaGetLastError());
   B12X_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
@@ -187,7 +189,6 @@ std::vector<Case> fp8_cases(const std::vector<Shape>& shapes) {
     for (bool fast : {false, true})
       for (bool q : {true, false}) {
         if (fast && !(md.act == ActMode::fp8_tensor || md.act == ActMode::fp8_token)) continue;
-        if (q && md.act == ActMode::nvfp4) continue;  // already-quantized NVFP4 x is not taken
         const std::string name = std::string(md.name) + (fast ? "+fast" : "") + (q ? "/q" : "");
         for (const Shape& s : shapes.empty() ? kShapes : shapes)
           cases.push_back({"linear_fp8", name, s.str(), Ceiling::none, [md, fast, q, s](Context& ctx, Result& r) {

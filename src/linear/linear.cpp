@@ -437,7 +437,8 @@ Plan plan(const Caps& caps, cudaStream_t stream) {
 }
 
 Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, const WeightView& w,
-             const TensorView& bias, const TensorView& y, const TensorView& x_scale) {
+             const TensorView& bias, const TensorView& y, const TensorView& x_scale,
+             const TensorView& input_scale) {
   B12X_CHECK_ARG(!plan.paths.empty(), "plan", "has no kernel; make it with linear::plan()");
   for (const PlanPath& p : plan.paths)
     B12X_CHECK_ARG(p.kernel != nullptr, "plan", "has an unresolved path; make it with linear::plan()");
@@ -455,9 +456,10 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
       expect(w.scale, scale_name(caps.format)).aligned(16);
   }
 
-  // x [M, K]: 1 <= M <= max_tokens, rows contiguous, 16-byte aligned (16-byte loads; K % 32 == 0
-  // keeps every row aligned too).
-  expect(x, "x").present().dtype(caps.act_dtype).ndim(2).shape({-1, caps.k}).contiguous();
+  // x [M, K] ([M, K / 2] packed NVFP4): 1 <= M <= max_tokens, rows contiguous, 16-byte aligned
+  // (16-byte loads; K % 32 == 0 keeps every row aligned too).
+  const bool packed_x = caps.act == ActMode::nvfp4 && caps.act_dtype == DType::u8;
+  expect(x, "x").present().dtype(caps.act_dtype).ndim(2).shape({-1, packed_x ? caps.k / 2 : caps.k}).contiguous();
   expect(x, "x").on_cuda().same_device(w.data, "weight").aligned(16);
   const int64_t m = x.size(0);
   const PlanPath& path = plan.path_for(m);  // BadArgument 'x' when M is out of range
@@ -481,6 +483,9 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
   if (caps.act == ActMode::a16)
     B12X_CHECK_ARG(x_scale.empty(), "x_scale", "must be empty for a16 activations (x is used as given), got ",
                    x_scale.describe());
+  if (!packed_x)
+    B12X_CHECK_ARG(input_scale.empty(), "input_scale", "is taken only with an already-quantized nvfp4 x (act_dtype u8); ",
+                   "the other modes take their static scale as x_scale; got ", input_scale.describe());
 
   Binding b;
   b.plan = &plan;
@@ -494,7 +499,7 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
     fp8::bind(plan, scratch, x_scale, b);
     return b;
   }
-  if (act16::serves(caps.act)) act16::bind(plan, scratch, x_scale, b);  // sets x16: what the kernel reads
+  if (act16::serves(caps.act)) act16::bind(plan, scratch, x_scale, input_scale, b);  // sets x16: the kernel's x
   const TensorView& xk = b.x16.empty() ? x : b.x16;
   if (path.kind == PathKind::prefill) {  // x [m, k] as a TMA map: boxes of 64 K x tokens_per_cta rows, zeros outside
     static_assert(sizeof(CUtensorMap) == sizeof(b.x_map), "CUtensorMap is 128 bytes");

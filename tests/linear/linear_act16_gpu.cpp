@@ -3,8 +3,9 @@
 // (label `gpu`, run on the H200). Fresh random data each run, outputs poisoned with 0xFF (NaN) first,
 // compared with reference_linear(act) (the host quantizers, float64 accumulation): every element
 // written and finite, relative L2 error <= 1e-3 (FP32 out, issue 6's bound) or 1e-2 (16-bit out),
-// cosine >= 0.9999. Covered: every pair x x dtype (16/32-bit x quantized by the op; an f8_e4m3 x with
-// its UE8M0 scales for mxfp8) x both weight layouts x output dtype, token counts on the decode and
+// cosine >= 0.9999. Covered: every pair x x dtype (16/32-bit x quantized by the op; x quantized on the
+// host: f8_e4m3 with its UE8M0 scales (mxfp8), packed u8 with its E4M3 scales and s2 (nvfp4)) x both
+// weight layouts x output dtype, token counts on the decode and
 // prefill paths (one plan, max_tokens 300), ragged N, bias; a NaN activation turning exactly its
 // token into NaN; a captured CUDA graph replayed with a new x and a new NVFP4 input scale.
 #include <gtest/gtest.h>
@@ -92,13 +93,15 @@ class Act16Runner {
   std::vector<uint8_t> run(const HostTensor& x, float input_scale, const DeviceWeight& w, const HostTensor* bias) {
     const linear::Caps& caps = plan_.caps;
     const int64_t m = x.view().size(0);
-    DeviceTensor dx, dscale, dbias;
+    DeviceTensor dx, dscale, dbias, ds2;
     HostTensor scale_host(DType::f32, {1});
     scale_host.ptr<float>()[0] = input_scale;
-    if (caps.act_dtype == DType::f8_e4m3) {  // mxfp8 quantized on the host: codes and UE8M0 scales
+    const bool prequantized = caps.act_dtype == DType::f8_e4m3 || caps.act_dtype == DType::u8;
+    if (prequantized) {  // quantized on the host: codes and block scales (nvfp4: and s2)
       const QuantizedActivations qa = quantize_activations(x.view(), caps.act, input_scale);
       dx = DeviceTensor(qa.q.view());
       dscale = DeviceTensor(qa.scales.view());
+      if (caps.act == ActMode::nvfp4) ds2 = DeviceTensor(scale_host.view());
     } else {
       dx = DeviceTensor(x.view());
       if (caps.act == ActMode::nvfp4) dscale = DeviceTensor(scale_host.view());
@@ -107,7 +110,8 @@ class Act16Runner {
     DeviceBuffer y(static_cast<size_t>(m * caps.n) * dtype_size(caps.out_dtype));
     y.fill(0xFF);
     const linear::Binding b = linear::bind(plan_, scratch_.scratch, dx.view, w.view, bias ? dbias.view : TensorView{},
-                                           TensorView(y.get(), caps.out_dtype, {m, caps.n}, this_device()), dscale.view);
+                                           TensorView(y.get(), caps.out_dtype, {m, caps.n}, this_device()), dscale.view,
+                                           ds2.view);
     linear::run(b, nullptr);
     B12X_CUDA_CHECK(cudaGetLastError());
     B12X_CUDA_CHECK(cudaDeviceSynchronize());
@@ -164,8 +168,9 @@ TEST_F(LinearAct16Gpu, EveryPairDtypeLayoutAndTokenCountMatchesReference) {
   const DType outs[] = {DType::f32, DType::bf16, DType::f16};
   int i = 0;
   for (const Pair pair : kPairs)
-    for (DType xd : {DType::bf16, DType::f32, DType::f16, DType::f8_e4m3}) {
+    for (DType xd : {DType::bf16, DType::f32, DType::f16, DType::f8_e4m3, DType::u8}) {
       if (xd == DType::f8_e4m3 && pair.act != ActMode::mxfp8) continue;
+      if (xd == DType::u8 && pair.act != ActMode::nvfp4) continue;
       for (WeightLayout layout : {WeightLayout::tile16, WeightLayout::checkpoint}) {
         const DType out = outs[i % 3];
         const bool bias = i % 2 == 0;
@@ -182,7 +187,8 @@ TEST_F(LinearAct16Gpu, EveryPairDtypeLayoutAndTokenCountMatchesReference) {
         Act16Runner runner(plan);
         for (int64_t m : {1, 3, 8, 16, 17, 64, 129, 300}) {
           if (m > max_m) break;
-          const HostTensor x = random_x(rng, xd == DType::f8_e4m3 ? DType::bf16 : xd, m, k);
+          const bool host_quantized = xd == DType::f8_e4m3 || xd == DType::u8;
+          const HostTensor x = random_x(rng, host_quantized ? DType::bf16 : xd, m, k);
           const float s = pair.act == ActMode::nvfp4 ? nvfp4_input_scale(x) : 1.0f;
           const std::vector<uint8_t> y = runner.run(x, s, w, bias ? &bias_t : nullptr);
           const linear::PlanPath& path = plan.path_for(m);

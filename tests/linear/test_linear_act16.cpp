@@ -154,9 +154,8 @@ TEST(LinearAct16, PlanRejectsBadCapsWithoutAGpu) {
   // x dtypes: 16/32-bit, or f8_e4m3 for mxfp8 only.
   for (DType bad : {DType::f64, DType::u8, DType::i32})
     expect_bad_argument(plan_of(act_caps(ActMode::mxfp8, Format::mxfp8, 256, 256, 4, bad)), "act_dtype");
-  expect_bad_argument(plan_of(act_caps(ActMode::nvfp4, Format::nvfp4, 256, 256, 4, DType::u8)), "act_dtype",
-                      {"already-quantized NVFP4"});
-  expect_bad_argument(plan_of(act_caps(ActMode::nvfp4, Format::nvfp4, 256, 256, 4, DType::f8_e4m3)), "act_dtype");
+  expect_bad_argument(plan_of(act_caps(ActMode::nvfp4, Format::nvfp4, 256, 256, 4, DType::f8_e4m3)), "act_dtype",
+                      {"u8", "packed E2M1"});
   {
     linear::Caps c = act_caps(ActMode::mxfp8, Format::mxfp4, 256, 256, 4);
     c.fast_accum = true;
@@ -170,7 +169,8 @@ TEST(LinearAct16, PlanRejectsBadCapsWithoutAGpu) {
   expect_bad_argument(plan_of(act_caps(ActMode::mxfp8, Format::mxfp8, 250, 256, 4)), "n");  // tile16: N % 16
   for (const linear::Caps& ok : {act_caps(ActMode::mxfp8, Format::mxfp8, 304, 608, 300, DType::f32),
                                  act_caps(ActMode::mxfp8, Format::mxfp4, 301, 608, 16, DType::f8_e4m3, WeightLayout::checkpoint),
-                                 act_caps(ActMode::nvfp4, Format::nvfp4, 128, 1024, 70000, DType::f16)})
+                                 act_caps(ActMode::nvfp4, Format::nvfp4, 128, 1024, 70000, DType::f16),
+                                 act_caps(ActMode::nvfp4, Format::nvfp4, 128, 1024, 300, DType::u8)})
     EXPECT_NO_THROW(linear::validate_caps(ok));
 }
 
@@ -211,6 +211,10 @@ TEST(LinearAct16, BindValidatesAndPointsTheKernelAtTheDecodedX) {
     expect_bad_argument(bind_with(TensorView{}), "x_scale", {"required"});
     expect_bad_argument(bind_with(fake_device_tensor(4, DType::bf16, {1})), "x_scale");
     expect_bad_argument(bind_with(fake_device_tensor(4, DType::f32, {1}, Device::host())), "x_scale");
+    expect_bad_argument([&] {  // input_scale is for an already-quantized x only
+      linear::bind(fp.plan, fp.scratch(), x, w, TensorView{}, y(), fake_device_tensor(4, DType::f32, {1}),
+                   fake_device_tensor(5, DType::f32, {1}));
+    }, "input_scale", {"u8"});
     const linear::Binding b = linear::bind(fp.plan, fp.scratch(), x, w, TensorView{}, y(), fake_device_tensor(4, DType::f32, {1}));
     EXPECT_EQ(b.act_scale, fake_device_ptr(4));
     EXPECT_EQ(b.x16.dtype, DType::bf16);
@@ -247,6 +251,26 @@ TEST(LinearAct16, BindValidatesAndPointsTheKernelAtTheDecodedX) {
                                            fake_device_tensor(4, DType::ue8m0, {m, k / 32}));
     EXPECT_EQ(b.act_decode.w.data.data, x.data);
     EXPECT_EQ(b.act_decode.w.scale.data, fake_device_ptr(4));
+  }
+  {  // nvfp4 x already quantized: packed codes [M, K/2], E4M3 block scales [M, K/16], s2 as input_scale
+    FakeAct16Plan fp(act_caps(ActMode::nvfp4, Format::nvfp4, n, k, 16, DType::u8, WeightLayout::checkpoint));
+    const WeightView w = test::fake_device_weight(Format::nvfp4, n, k);
+    const TensorView x = fake_device_tensor(2, DType::u8, {m, k / 2});
+    const TensorView xs = fake_device_tensor(4, DType::f8_e4m3, {m, k / 16}), s2 = fake_device_tensor(5, DType::f32, {1});
+    auto bind_with = [&](const TensorView& xv, const TensorView& s, const TensorView& in) {
+      return [&, xv, s, in] { linear::bind(fp.plan, fp.scratch(), xv, w, TensorView{}, y(), s, in); };
+    };
+    expect_bad_argument(bind_with(fake_device_tensor(2, DType::u8, {m, k}), xs, s2), "x");  // unpacked width
+    expect_bad_argument(bind_with(x, TensorView{}, s2), "x_scale", {"already quantized"});
+    expect_bad_argument(bind_with(x, fake_device_tensor(4, DType::ue8m0, {m, k / 16}), s2), "x_scale");
+    expect_bad_argument(bind_with(x, fake_device_tensor(4, DType::f8_e4m3, {m, k / 32}), s2), "x_scale");
+    expect_bad_argument(bind_with(x, xs, TensorView{}), "input_scale", {"required"});
+    expect_bad_argument(bind_with(x, xs, fake_device_tensor(5, DType::f32, {2})), "input_scale");
+    const linear::Binding b = linear::bind(fp.plan, fp.scratch(), x, w, TensorView{}, y(), xs, s2);
+    EXPECT_EQ(b.act_scale, fake_device_ptr(5));
+    EXPECT_EQ(b.act_decode.w.data.data, x.data);
+    EXPECT_EQ(b.act_decode.w.scale.data, xs.data);
+    EXPECT_EQ(b.x16.size(1), k);
   }
 }
 

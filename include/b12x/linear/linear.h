@@ -36,7 +36,7 @@
 // docs/LINEAR_FP8.md has the design and its error analysis.
 // MXFP8 / NVFP4 activations (caps.act = mxfp8 with mxfp8 or mxfp4 (W4A8) weights, nvfp4 with nvfp4
 // (W4A4) weights; sm_90a, which has no block-scaled or FP4 MMA): x is quantized exactly as
-// quantize_activations does (or arrives quantized: mxfp8 with act_dtype f8_e4m3), decoded exactly to
+// quantize_activations does (or arrives quantized: act_dtype f8_e4m3 / u8), decoded exactly to
 // BF16 (codes times block scales; formats.dequantize), and the 16-bit paths above multiply it with the
 // weight (any layout and token count they serve with BF16 x); NVFP4's input_scale multiplies the
 // weight's scale2 in the epilogue. docs/LINEAR_ACT16.md has the design and its error analysis.
@@ -109,8 +109,8 @@ struct Caps {
   // quantized E4M3 activations with the matching weight (check_act_supported: fp8_tensor, fp8_channel,
   // fp8_block) in the checkpoint layout; act_dtype is then x's dtype: bf16 / f16 / f32 (the op
   // quantizes it) or f8_e4m3 (already quantized). mxfp8 (mxfp8 / mxfp4 weights) and nvfp4 (nvfp4
-  // weights): act_dtype bf16 / f16 / f32, or (mxfp8) f8_e4m3; the weight in any layout the 16-bit
-  // paths serve with BF16 x (src/linear/act16.h).
+  // weights): act_dtype bf16 / f16 / f32, or already quantized: f8_e4m3 (mxfp8), u8 (nvfp4: packed
+  // E2M1 [M, K / 2]); the weight in any layout the 16-bit paths serve with BF16 x (src/linear/act16.h).
   ActMode act = ActMode::a16;
   // fp8_tensor / fp8_token only: keep one FP8 tensor-core accumulator over all of K instead of
   // promoting every 128-K block into FP32 (the tensor cores add with less than FP32 precision:
@@ -226,9 +226,11 @@ Plan plan(const Caps& caps, cudaStream_t stream = nullptr);
 // fp8_token / fp8_block with an f8_e4m3 x: x's scales, [M, 1] / [M, ceil(K / 128)] as
 // quantize.activations writes them; nvfp4: the static input scale s2 [1] (x quantized with 1 / s2,
 // s2 multiplied into the result; graph-safe); mxfp8 with an f8_e4m3 x: x's UE8M0 scales [M, K / 32];
-// empty otherwise.
+// nvfp4 with a u8 x (packed E2M1 [M, K / 2], already quantized): x's E4M3 block scales [M, K / 16];
+// empty otherwise. input_scale: only for that u8 nvfp4 x: its static input scale s2, device f32 [1].
 Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, const WeightView& w,
-             const TensorView& bias, const TensorView& y, const TensorView& x_scale = {});
+             const TensorView& bias, const TensorView& y, const TensorView& x_scale = {},
+             const TensorView& input_scale = {});
 void run(const Binding& binding, cudaStream_t stream);
 
 }  // namespace b12x::linear
