@@ -86,9 +86,12 @@ KernelSpec linear_spec(const Caps& caps, const char* kernel, int64_t size, const
 
 // The prefill kernel: sm_90a only (wgmma, TMA, setmaxnreg); __launch_bounds__(384, 1): 65536 / 384
 // = 168 registers at launch (setmaxnreg then moves 40 -> 232 from the producer to the consumers).
-KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta) {
+// split: device::WgmmaSplit (kSplitNone: no extra template argument).
+KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta, int split = device::kSplitNone) {
+  std::vector<std::pair<std::string, int>> extra;
+  if (split != device::kSplitNone) extra.emplace_back("scale_split", split);
   KernelSpec s = linear_spec(caps, "wgmma_tile16", tokens_per_cta, "tokens_per_cta", std::to_string(tokens_per_cta),
-                             {}, 168);
+                             extra, 168);
   s.archs = {"sm_90a"};
   return s;
 }
@@ -308,9 +311,12 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
     p.smem_bytes = static_cast<size_t>(device::wgmma_smem_bytes(f, bn));
     p.grid = dim3(static_cast<unsigned>((top + bn - 1) / bn),
                   static_cast<unsigned>((caps.n + device::kWgRows - 1) / device::kWgRows));
-    p.spec = make_wgmma_spec(caps, bn);
+    const bool split = device::wgmma_split_scales(f, act_code(caps.act_dtype));
+    p.spec = make_wgmma_spec(caps, bn, split ? device::kSplitFold : device::kSplitNone);
+    if (split) p.split_spec = make_wgmma_spec(caps, bn, device::kSplitPromote);
     p.name = detail::concat("prefill.wgmma_tile16{tokens_per_cta=", bn, ", stages=", device::wgmma_stages(f, bn),
-                            ", grid=ceil(M/", bn, ")x", p.grid.y, "x", device::kWgThreads, "}");
+                            ", grid=ceil(M/", bn, ")x", p.grid.y, "x", device::kWgThreads,
+                            split ? ", scales=fold|promote (two launches)" : "", "}");
     return p;
   }
   const int64_t bucket = token_bucket(tokens);
@@ -358,9 +364,13 @@ KernelSpec kernel_spec(const Caps& caps) {
 std::vector<KernelSpec> kernel_specs(const Caps& caps) {
   validate_caps(caps);
   std::vector<KernelSpec> specs;
+  std::string last;  // consecutive buckets may share a kernel
   for (int64_t b : path_tokens(caps, kDefaultSmCount)) {
-    KernelSpec s = plan_path(caps, b, kDefaultSmCount).spec;
-    if (specs.empty() || specs.back().name_expression != s.name_expression) specs.push_back(std::move(s));
+    PlanPath p = plan_path(caps, b, kDefaultSmCount);
+    if (p.spec.name_expression == last) continue;
+    last = p.spec.name_expression;
+    specs.push_back(std::move(p.spec));
+    if (!p.split_spec.kernel.empty()) specs.push_back(std::move(p.split_spec));
   }
   if (act16::serves(caps.act)) {
     if (act16::quantizes_x(caps)) specs.push_back(quantize::kernel_spec(act16::quantize_caps(caps)));
@@ -410,7 +420,12 @@ std::vector<KernelSpec> all_kernel_specs() {
           caps.act_dtype = act;
           caps.out_dtype = out;
           caps.layout = WeightLayout::tile16;
-          specs.push_back(make_wgmma_spec(caps, bn));
+          if (device::wgmma_split_scales(static_cast<int>(info.format), act_code(act))) {
+            specs.push_back(make_wgmma_spec(caps, bn, device::kSplitFold));
+            specs.push_back(make_wgmma_spec(caps, bn, device::kSplitPromote));
+          } else {
+            specs.push_back(make_wgmma_spec(caps, bn));
+          }
         }
     }
   for (auto& s : fp8::all_specs()) specs.push_back(std::move(s));
@@ -424,7 +439,10 @@ Plan plan(const Caps& caps, cudaStream_t stream) {
   const int sm_count = device_info().sm_count;
   p.sm_count = sm_count;
   for (int64_t b : path_tokens(caps, sm_count)) p.paths.push_back(plan_path(caps, b, sm_count));
-  for (PlanPath& path : p.paths) path.kernel = &resolve_kernel(path.spec, stream);
+  for (PlanPath& path : p.paths) {
+    path.kernel = &resolve_kernel(path.spec, stream);
+    if (!path.split_spec.kernel.empty()) path.split_kernel = &resolve_kernel(path.split_spec, stream);
+  }
   if (act16::serves(caps.act)) {
     p.scratch = act16::scratch(caps);
     if (act16::quantizes_x(caps)) p.quantize = quantize::plan(act16::quantize_caps(caps), stream);
@@ -441,7 +459,8 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
              const TensorView& input_scale) {
   B12X_CHECK_ARG(!plan.paths.empty(), "plan", "has no kernel; make it with linear::plan()");
   for (const PlanPath& p : plan.paths)
-    B12X_CHECK_ARG(p.kernel != nullptr, "plan", "has an unresolved path; make it with linear::plan()");
+    B12X_CHECK_ARG(p.kernel != nullptr && (p.split_spec.kernel.empty() || p.split_kernel != nullptr), "plan",
+                   "has an unresolved path; make it with linear::plan()");
   check_scratch(scratch, plan.scratch);
   const Caps& caps = plan.caps;
 
@@ -541,6 +560,7 @@ void run(const Binding& binding, cudaStream_t stream) {
     void* args[] = {x_map, &data, &scale, &scale2, &act_scale, &bias, &bias_dtype, &y, &m, &n, &k};
     const dim3 grid(static_cast<unsigned>((binding.m + path.tokens_per_cta - 1) / path.tokens_per_cta), path.grid.y);
     path.kernel->launch(grid, path.block, path.smem_bytes, stream, args);
+    if (path.split_kernel) path.split_kernel->launch(grid, path.block, path.smem_bytes, stream, args);  // the other CTAs
     return;
   }
   int ksplit = path.ksplit;

@@ -446,6 +446,49 @@ TEST_F(LinearGpu, PrefillGivesEveryWeightExactlyWithOneHotActivations) {
   }
 }
 
+TEST_F(LinearGpu, PrefillMxfp8FoldsTheCtasWhoseScalesAllowItAndPromotesTheOthers) {
+  // MXFP8 with BF16 x runs as two kernel instances over one grid: CTAs (128 rows) whose UE8M0 scales
+  // all lie in [3, 246] fold them into the BF16 pairs, the others promote. Rows 0-127 and 256-303 get
+  // scales in that range, rows 128-255 every byte 0-240 (2^-127 .. 2^113: some out of it), and then
+  // one byte 2 in row 300 sends the last CTA to promotion too. One-hot x: bit-exact either way.
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 304, k = 352, runs = k / 32;
+  for (bool last_promoted : {false, true}) {
+    linear::Caps caps = make_caps(Format::mxfp8, n, k, k, DType::bf16, DType::f32, false, DType::bf16);
+    caps.layout = WeightLayout::tile16;
+    const linear::Plan plan = linear::plan(caps);
+    EXPECT_NE(plan.path_for(k).name.find("scales=fold|promote"), std::string::npos) << plan.path_for(k).name;
+    PackedWeight p = random_codes(Format::mxfp8, n, k, rng);
+    uint8_t* sc = static_cast<uint8_t*>(p.scale.view().data);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = 0; j < runs; ++j) {
+        uint8_t& b = sc[r * runs + j];
+        if (r < 128 || r >= 256) b = static_cast<uint8_t>(3 + b % 238);  // 3 .. 240
+        else if (r == 130 && j == 0) b = 0;                               // surely out of range
+      }
+    if (last_promoted) sc[300 * runs + 5] = 2;
+    const DeviceWeight w = device_weight(p, WeightLayout::tile16);
+    HostTensor x(DType::bf16, {k, k});
+    std::memset(x.view().data, 0, x.nbytes());
+    for (int64_t t = 0; t < k; ++t) store_f32(x.view().data, DType::bf16, t * k + t, 1.0f);
+    expect_one_hot_exact(run_on_device(plan, x, w, nullptr), x, p, 0,
+                         label(caps, k) + (last_promoted ? " (last CTA promoted)" : " (last CTA folded)"));
+  }
+  // Random data through every bucket of a plan, scales of a real quantizer (all in range: folded).
+  linear::Caps caps = make_caps(Format::mxfp8, 1024, 2048, 600, DType::bf16, DType::bf16, true, DType::f32);
+  caps.layout = WeightLayout::tile16;
+  const linear::Plan plan = linear::plan(caps);
+  const PackedWeight p = random_weight(Format::mxfp8, caps.n, caps.k, rng);
+  const HostTensor bias = random_tensor(rng, DType::f32, {caps.n});
+  for (int64_t m : {17, 100, 600}) {
+    const HostTensor x = random_tensor(rng, DType::bf16, {m, caps.k});
+    const std::vector<uint8_t> y = run_on_device(plan, x, device_weight(p, WeightLayout::tile16), &bias);
+    expect_matches_reference(y, caps.out_dtype, x.view(), p, bias.view(), label(caps, m) + " via " + plan.path_for(m).name);
+  }
+}
+
 TEST_F(LinearGpu, PrefillTurnsRowsWithE4m3NanCodesIntoNan) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));

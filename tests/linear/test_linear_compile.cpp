@@ -128,12 +128,13 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   // tiles x 3 out each; mma_iq2: 2 formats x 2 act x 2 token tiles x 3 out; wgmma_tile16 (prefill):
   // the mma combinations x 3 out, with 64 / 128 / 256 tokens per CTA where the block scale folds
   // (bf16, f16, fp8, fp8_channel, nvfp4 x 2 act, mxfp4 x bf16: 9) and 64 / 128 where it is promoted
-  // (fp8_block, mxfp8, q8_0 x 2 act, mxfp4 x f16: 7), sm_90a only.
+  // (fp8_block, mxfp8, q8_0 x 2 act, mxfp4 x f16: 7), sm_90a only; MXFP8 with BF16 x as two
+  // instances (scale_split 1: the CTAs whose scales fold, 2: the others): one more per tile and out.
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
   // wgmma_fp8 (quantized activations): promoted: 3 modes x 4 token tiles (16 .. 128); fast_accum:
   // fp8_tensor and fp8_token x 5 (16 .. 256); x 3 out, sm_90a only.
   EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 +
-                              (9 * 3 + 7 * 2) * 3 + (3 * 4 + 2 * 5) * 3);
+                              (9 * 3 + 7 * 2 + 2) * 3 + (3 * 4 + 2 * 5) * 3);
   std::set<std::string> names;
   size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, fp8 = 0;
   for (const auto& s : specs) {
@@ -172,7 +173,7 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a", "sm_120a"}));
     EXPECT_GT(s.max_registers, 0);
   }
-  EXPECT_EQ(prefill, (9u * 3 + 7 * 2) * 3);
+  EXPECT_EQ(prefill, (9u * 3 + 7 * 2 + 2) * 3);
   EXPECT_EQ(fp8, (3u * 4 + 2 * 5) * 3);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
   EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
@@ -257,7 +258,17 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
     EXPECT_EQ(linear::plan_path(pc, 65, 132).max_tokens, 128);
     EXPECT_EQ(linear::plan_path(pc, 4096, 132).tokens_per_cta, 128);
     EXPECT_EQ(linear::plan_path(pc, 129, 132).max_tokens, 4096);
-    EXPECT_EQ(linear::kernel_specs(pc).size(), 4u);  // mma_tile16 x 2 token tiles, wgmma 64 and 128
+    // mma_tile16 x 2 token tiles, wgmma 64 and 128 (MXFP8 with BF16 x: two instances each).
+    const bool split = f == Format::mxfp8 && act == DType::bf16;
+    EXPECT_EQ(linear::kernel_specs(pc).size(), split ? 6u : 4u);
+    EXPECT_EQ(linear::plan_path(pc, 4096, 132).split_spec.kernel.empty(), !split);
+    if (split) {
+      const linear::PlanPath p = linear::plan_path(pc, 4096, 132);
+      EXPECT_EQ(p.spec.describe(), "linear.wgmma_tile16{format=mxfp8, tokens_per_cta=128, act=bf16, out=bf16, scale_split=1}");
+      EXPECT_EQ(p.split_spec.describe(),
+                "linear.wgmma_tile16{format=mxfp8, tokens_per_cta=128, act=bf16, out=bf16, scale_split=2}");
+      EXPECT_NE(p.name.find("scales=fold|promote"), std::string::npos) << p.name;
+    }
   }
   EXPECT_EQ(linear::plan_path([&] {
               linear::Caps c = caps;

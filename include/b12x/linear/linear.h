@@ -156,6 +156,11 @@ struct PlanPath {
   std::string name;                // e.g. "decode.mma{tokens=8, ksplit=2, grid=448x256}"
   KernelSpec spec;                 // the kernel configuration (what prewarm must compile)
   const Kernel* kernel = nullptr;  // resolved by plan()
+  // Prefill paths of MXFP8 weights with BF16 x: the second kernel instance over the same grid (spec
+  // takes the CTAs whose block scales fold exactly into BF16, split_spec the others: promotion);
+  // empty / nullptr otherwise. run() launches both.
+  KernelSpec split_spec;
+  const Kernel* split_kernel = nullptr;
   dim3 grid, block;
   size_t smem_bytes = 0;           // dynamic shared memory
   int rows_per_warp = 0;           // gemv only; kernel arguments fixed by the plan

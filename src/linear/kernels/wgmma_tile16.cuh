@@ -24,12 +24,17 @@
 //
 // Scales: fp8_channel's row scale and the FP32 tensor scale (fp8_tensor, nvfp4 weight_scale_2) in
 // the epilogue, like reference_linear's alpha; NVFP4's E4M3 block scale and (BF16 activations only)
-// MXFP4's UE8M0 scale folded exactly into the decoded pair (pack16.cuh: ue8m0_bf16_pair). The block
-// scales that do not fold exactly (MXFP8: E4M3 x 2^e leaves BF16's range below 2^-133; Q8_0's FP16
-// d; MXFP4 into F16; fp8_block's FP32) multiply FP32 partial sums, as the decode path does: each
-// scale group's wgmma (a run of 32 K; fp8_block: the 64-K stage) accumulate into a zeroed second
-// set, the warpgroup waits for them, and acc += scale(row) * part (wgmma_promoted; at most 128
-// tokens per CTA for the registers). While a stage's last group runs, the next stage is decoded,
+// MXFP4's UE8M0 scale folded exactly into the decoded pair (pack16.cuh: ue8m0_bf16_pair). MXFP8 with
+// BF16 x folds too where every UE8M0 scale of the CTA's 128 rows lies in 2^-124 .. 2^119 (E4M3 x 2^e
+// is then a BF16 value: every real checkpoint). Folding and promotion do not fit one kernel's 168
+// registers together, so such a path launches two instances over the same grid (kSplit): kSplitFold
+// CTAs run the rows whose scales fold and exit on the others, kSplitPromote CTAs the reverse; each
+// CTA checks its rows' scale bytes before anything else (ue8m0_bf16_foldable). Otherwise, and for the
+// block scales that never fold exactly (Q8_0's FP16
+// d; MXFP4 / MXFP8 into F16; fp8_block's FP32), they multiply FP32 partial sums, as the decode path
+// does: each scale group's wgmma (a run of 32 K; fp8_block: the 64-K stage) accumulate into a zeroed
+// second set, the warpgroup waits for them, and acc += scale(row) * part (wgmma_promoted; at most
+// 128 tokens per CTA for the registers, also when MXFP8 folds). While a stage's last group runs, the next stage is decoded,
 // and the other consumer warpgroup's wgmma keep the tensor cores busy during the wait. IQ2 is not
 // served yet (wgmma_supports).
 //
@@ -58,6 +63,11 @@ constexpr bool wgmma_stage_scaled(int format) { return format == kFmtFp8Block; }
 constexpr bool wgmma_promoted(int format, int act) {
   return wgmma_run_scaled(format, act) || wgmma_stage_scaled(format);
 }
+// kSplit: how a kernel instance takes the CTAs of its grid. kSplitNone: every CTA; for MXFP8 with BF16
+// x two instances share the grid: kSplitFold runs the CTAs whose UE8M0 scales all fold exactly into
+// BF16 (no promotion), kSplitPromote the others (promotion), each exiting on the rest.
+enum WgmmaSplit : int { kSplitNone = 0, kSplitFold = 1, kSplitPromote = 2 };
+constexpr bool wgmma_split_scales(int format, int act) { return format == kFmtMxfp8 && act == kActBf16; }
 
 // Formats the prefill kernel serves with activations act: those of the decode mma path (mma.cuh;
 // the same decoders); IQ2 not yet.
@@ -127,6 +137,21 @@ B12X_DEV void wgmma_quad_transpose(unsigned (&p)[4], int t) {
   }  // now p[2 c1 + b] = pair 2 t1 + t0 = t of lane (c1, b)
 }
 
+// Whether every UE8M0 byte of p[0, bytes) (16-byte aligned, bytes % 16 == 0) lies in [3, 246]: the
+// scales 2^-124 .. 2^119, whose products with every E4M3 value are BF16 values (docs/LINEAR_ACT16.md),
+// so an MXFP8 weight may fold them into its decoded BF16 pairs. Every thread of the CTA checks a
+// share; the answer is their AND (__syncthreads_and: also the CTA's barrier), the same in every thread.
+B12X_DEV bool ue8m0_bf16_foldable(const unsigned char* p, long long bytes) {
+  int ok = 1;
+  for (long long i = 16LL * threadIdx.x; i < bytes; i += 16LL * blockDim.x) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p + i));
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+    B12X_UNROLL
+    for (int j = 0; j < 4; ++j) ok &= (__vcmpgeu4(w[j], 0x03030303u) & __vcmpleu4(w[j], 0xF6F6F6F6u)) == 0xFFFFFFFFu;
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
 template <int kBN, int kT>
 B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned long long desc) {
   if constexpr (kBN == 256) wgmma_rs_n256<kT>(acc, a, desc);
@@ -136,11 +161,12 @@ B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned l
 
 }  // namespace device
 
-// kFormat (wgmma_supports with kAct), kBN tokens per CTA (64, 128, 256), kAct, kOut.
+// kFormat (wgmma_supports with kAct), kBN tokens per CTA (64, 128, 256), kAct, kOut, kSplit (WgmmaSplit:
+// kSplitNone, or for wgmma_split_scales formats one of the pair launched over the same grid).
 // x_map: the TMA map of x [m, k] (16-bit, box {64, kBN}, 128-byte swizzle, zeros outside);
 // data / scale: the tile16 weight (n % 16 == 0, 16-byte aligned); y [m, n] 16-byte aligned rows.
 // grid = (ceil(m / kBN), ceil(n / 128)); dynamic shared memory wgmma_smem_bytes(kFormat, kBN).
-template <int kFormat, int kBN, int kAct, int kOut>
+template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone>
 __global__ void __launch_bounds__(device::kWgThreads, 1)
     linear_wgmma_tile16_kernel(const __grid_constant__ device::TmaMap x_map, const unsigned char* __restrict__ data,
                                const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale,
@@ -150,6 +176,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   static_assert(wgmma_supports(kFormat, kAct), "format not served by the prefill kernel");
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "tokens per CTA: 64, 128 or 256");
   static_assert(kBN <= wgmma_max_tokens_per_cta(kFormat, kAct), "promoted formats: at most 128 tokens per CTA");
+  static_assert(kSplit == kSplitNone || wgmma_split_scales(kFormat, kAct), "split instances: MXFP8 with BF16 x");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kT = kAct;
   constexpr int kS = wgmma_stages(kFormat, kBN), kStage = wgmma_stage_bytes(kFormat, kBN);
@@ -159,7 +186,9 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   constexpr int kWOff = wgmma_w_offset(kFormat, kBN, 0), kSOff = wgmma_scale_offset(kFormat, kBN, 0);
   constexpr int kWords = mma_lane_words(kFormat);
   constexpr bool kTrackNan = mma_track_e4m3_nan(kFormat, kT);
-  constexpr bool kRunScaled = wgmma_run_scaled(kFormat, kAct), kStageScaled = wgmma_stage_scaled(kFormat);
+  // kSplitFold: MXFP8's scales folded into the pairs, no promotion.
+  constexpr bool kFold = kSplit == kSplitFold;
+  constexpr bool kRunScaled = wgmma_run_scaled(kFormat, kAct) && !kFold, kStageScaled = wgmma_stage_scaled(kFormat);
   static_assert(kS >= 2, "ring of at least two stages");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
@@ -179,7 +208,11 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     for (int s = 0; s < kS; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
     mbar_init_fence();
   }
-  __syncthreads();
+  if constexpr (kSplit != kSplitNone) {  // this instance's CTAs only (the tiles' scale chunks are contiguous)
+    if (ue8m0_bf16_foldable(scale + tile0 * runs * kSC, live_tiles * runs * kSC) != kFold) return;
+  } else {
+    __syncthreads();
+  }
 
   const int wg = static_cast<int>(threadIdx.x >> 7);
   if (wg == 0) {  // producer
@@ -264,7 +297,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
       unsigned pl[4], ph[4];
       mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(lo, sb_lo, pl);
       mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(hi, sb_hi, ph);
-      if constexpr (kFormat == kFmtMxfp4 && !kRunScaled) {  // the block scale, folded exactly (pack16.cuh)
+      if constexpr ((kFormat == kFmtMxfp4 || kFormat == kFmtMxfp8) && !kRunScaled) {  // the block scale, folded exactly
         B12X_UNROLL
         for (int i = 0; i < 4; ++i) pl[i] = mul2<kT>(pl[i], sb_lo), ph[i] = mul2<kT>(ph[i], sb_hi);
       }
@@ -297,6 +330,25 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   // Two register sets: stage kb + 1 is decoded while the wgmma of stage kb run.
   unsigned a0[2][2][4], a1[2][2][4];
   float rs0[2][2] = {}, rs1[2][2] = {};
+  // The main loop without promotion: every wgmma into acc, one group in flight while the next stage
+  // is decoded.
+  auto plain_loop = [&] {
+    load_stage(0, a0, rs0);
+    for (int kb = 0; kb < kblocks; kb += 2) {
+      issue(kb, a0);
+      if (kb > 0) wgmma_wait<1>(), release(kb - 1);  // a1 is free again
+      if (kb + 1 < kblocks) {
+        load_stage(kb + 1, a1, rs1);
+        issue(kb + 1, a1);
+        wgmma_wait<1>();  // stage kb done: a0 is free again
+        release(kb);
+        if (kb + 2 < kblocks) load_stage(kb + 2, a0, rs0);
+      }
+    }
+    wgmma_wait<0>();
+    wgmma_fence_regs(acc);
+    release(kblocks - 1);
+  };
   if constexpr (kRunScaled || kStageScaled) {
     // Promotion: per scale group, wgmma into the zeroed `part`, wait, acc += scale(row) * part.
     // (ptxas turns the zeroing into the first wgmma's zero C operand.)
@@ -336,21 +388,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
       if (kb + 1 < kblocks) run_stage(kb + 1, a1, rs1, kb + 2 < kblocks, a0, rs0);
     }
   } else {
-    load_stage(0, a0, rs0);
-    for (int kb = 0; kb < kblocks; kb += 2) {
-      issue(kb, a0);
-      if (kb > 0) wgmma_wait<1>(), release(kb - 1);  // a1 is free again
-      if (kb + 1 < kblocks) {
-        load_stage(kb + 1, a1, rs1);
-        issue(kb + 1, a1);
-        wgmma_wait<1>();  // stage kb done: a0 is free again
-        release(kb);
-        if (kb + 2 < kblocks) load_stage(kb + 2, a0, rs0);
-      }
-    }
-    wgmma_wait<0>();
-    wgmma_fence_regs(acc);
-    release(kblocks - 1);
+    plain_loop();
   }
 
   if constexpr (kTrackNan) {
