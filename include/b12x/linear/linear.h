@@ -134,8 +134,9 @@ bool tile16_supports(Format format, DType act_dtype);
 // 128x128 blocks, MXFP8, NVFP4, MXFP4, Q8_0 with either). NVFP4's and (BF16 x) MXFP4's block scales
 // fold exactly into the decoded 16-bit pairs, and (BF16 x) MXFP8's in the 128-row CTAs whose scales
 // all lie in 2^-124 .. 2^119 (PlanPath::split_spec: a second kernel instance takes the other CTAs);
-// Q8_0's, fp8_block's, (F16 x) MXFP4's and MXFP8's and MXFP8's other CTAs multiply FP32 partial sums
-// per 32 K (fp8_block: 64 K), at most 128 tokens per CTA. IQ2 (a codebook) not yet: issue 5.
+// Q8_0's, fp8_block's, (F16 x) MXFP4's and MXFP8's, and those other CTAs' MXFP8 scales, multiply
+// FP32 partial sums per 32 K (fp8_block: 64 K), at most 128 tokens per CTA. IQ2 (a codebook) not
+// yet: issue 5.
 bool prefill_supports(Format format, DType act_dtype);
 
 // The layout to prepare a weight in for the fastest decode path, as measured on the H200
