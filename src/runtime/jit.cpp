@@ -224,6 +224,7 @@ CompiledCubin compile_kernel(const KernelSpec& spec, const std::string& arch) {
   std::smatch m;
   if (std::regex_search(out.log, m, kRegisters)) out.registers = std::stoi(m[1]);
   out.spill_bytes = parse_ptxas_int(out.log, kSpillStores) + parse_ptxas_int(out.log, kSpillLoads);
+  out.wgmma_serialized = out.log.find("wgmma.mma_async instructions are serialized") != std::string::npos;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }

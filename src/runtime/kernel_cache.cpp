@@ -88,6 +88,8 @@ std::shared_ptr<const CompiledCubin> build(const KernelSpec& spec, const std::st
                  static_cast<unsigned long long>(n));
   if (out->spill_bytes > 0)
     detail::log(detail::LogLevel::warn, spec.describe() + " spills " + std::to_string(out->spill_bytes) + " bytes");
+  if (out->wgmma_serialized)
+    detail::log(detail::LogLevel::warn, spec.describe() + ": ptxas serialized its wgmma (see the compile log)");
   return out;
 }
 

@@ -37,6 +37,9 @@ struct CompiledCubin {
   std::string log;           // NVRTC + ptxas (-v) output
   int registers = -1;        // from ptxas -v, -1 if not reported
   int spill_bytes = 0;       // spill stores + loads reported by ptxas
+  // ptxas serialized the kernel's wgmma ("wgmma.mma_async instructions are serialized ...": lost
+  // overlap of the tensor cores with everything else, no wrong result): a performance bug.
+  bool wgmma_serialized = false;
   double seconds = 0;
 };
 
