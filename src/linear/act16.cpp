@@ -6,6 +6,7 @@
 #include "b12x/formats/format.h"
 #include "b12x/formats/mx.h"
 #include "b12x/formats/nvfp4.h"
+#include "linear/fp8_gemm.h"  // quantizes_x: the rule every quantized mode shares
 
 namespace b12x::linear::act16 {
 
@@ -29,7 +30,6 @@ Caps inner_caps(const Caps& caps) {
   return c;
 }
 
-bool quantizes_x(const Caps& caps) { return caps.act_dtype != DType::f8_e4m3 && caps.act_dtype != DType::u8; }
 
 void validate(const Caps& caps) {
   check_act_supported(caps.format, caps.act);  // Unsupported: the weight format does not take these activations
@@ -47,15 +47,6 @@ void validate(const Caps& caps) {
   B12X_CHECK_ARG(caps.k % x_group(caps.act) == 0, "k", "K (in_features) must be a multiple of ", x_group(caps.act),
                  " for ", act_mode_name(caps.act), " activations, got K = ", caps.k);
   validate_caps(inner_caps(caps));  // the 16-bit path's rules (layout, kernel, max_tokens > 16 needs tile16 ...)
-}
-
-quantize::Caps quantize_caps(const Caps& caps) {
-  quantize::Caps q;
-  q.act = caps.act;
-  q.k = caps.k;
-  q.x_dtype = caps.act_dtype;
-  q.scale_layout = quantize::ScaleLayout::linear;
-  return q;
 }
 
 dequant::Caps decode_caps(const Caps& caps) {

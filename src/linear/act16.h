@@ -20,12 +20,8 @@ bool serves(ActMode act);
 Caps inner_caps(const Caps& caps);
 // The mode's rules beyond the common ones (BadArgument / Unsupported); then validate_caps(inner).
 void validate(const Caps& caps);
-// The quantize.activations caps (act_dtype bf16 / f16 / f32: the op quantizes x).
-quantize::Caps quantize_caps(const Caps& caps);
 // The formats.dequantize caps that decode max_tokens rows of quantized x to BF16.
 dequant::Caps decode_caps(const Caps& caps);
-// Whether the op quantizes x (else x arrives quantized: mxfp8 with act_dtype f8_e4m3, nvfp4 with u8).
-bool quantizes_x(const Caps& caps);
 // Scratch: the quantized x and its scales (when the op quantizes), the decoded BF16 x.
 ScratchLayout scratch(const Caps& caps);
 // Fills the act16 part of a binding (x, w, bias, y, m and path already checked and set by

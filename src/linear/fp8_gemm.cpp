@@ -26,6 +26,20 @@ Format fp8::weight_format(ActMode act) {
   }
 }
 
+bool quantizes_x(const Caps& caps) {
+  return caps.act != ActMode::a16 &&
+         (caps.act_dtype == DType::bf16 || caps.act_dtype == DType::f16 || caps.act_dtype == DType::f32);
+}
+
+quantize::Caps quantize_caps(const Caps& caps) {
+  quantize::Caps q;
+  q.act = caps.act;
+  q.k = caps.k;
+  q.x_dtype = caps.act_dtype;
+  q.scale_layout = quantize::ScaleLayout::linear;
+  return q;
+}
+
 bool fp8_gemm_supports(ActMode act) {
   return act == ActMode::fp8_tensor || act == ActMode::fp8_token || act == ActMode::fp8_block;
 }
@@ -45,7 +59,6 @@ int mode_code(ActMode act) {
   }
 }
 
-bool quantizes_x(const Caps& caps) { return caps.act_dtype != DType::f8_e4m3; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t w_blocks(const Caps& caps) { return ceil_div(caps.n, device::kF8Rows); }
 int64_t k_blocks(const Caps& caps) { return ceil_div(caps.k, device::kF8StageK); }
@@ -154,15 +167,6 @@ PlanPath path(const Caps& caps, int64_t tokens, int sm_count) {
                           p.ksplit > 1 ? detail::concat(", ksplit<=", p.ksplit) : std::string(),
                           ", persistent grid<=", std::max(sm_count, 1), "x", device::kF8Threads, "}");
   return p;
-}
-
-quantize::Caps quantize_caps(const Caps& caps) {
-  quantize::Caps q;
-  q.act = caps.act;
-  q.k = caps.k;
-  q.x_dtype = caps.act_dtype;
-  q.scale_layout = quantize::ScaleLayout::linear;
-  return q;
 }
 
 std::vector<KernelSpec> all_specs() {

@@ -8,6 +8,16 @@
 
 #include "b12x/linear/linear.h"
 
+namespace b12x::linear {
+
+// Shared by every quantized activation mode (the FP8 paths here, the MXFP8 / NVFP4 ones in act16.cpp):
+// whether the op quantizes x itself (act_dtype bf16 / f16 / f32; else x arrives quantized), and the
+// quantize.activations caps it then plans (linear scales).
+bool quantizes_x(const Caps& caps);
+quantize::Caps quantize_caps(const Caps& caps);
+
+}  // namespace b12x::linear
+
 namespace b12x::linear::fp8 {
 
 // The weight format an FP8 activation mode takes (check_act_supported's pairs): fp8_tensor -> fp8,
@@ -22,8 +32,6 @@ PlanPath path(const Caps& caps, int64_t tokens, int sm_count);
 // K splits for `tiles` output tiles of bn tokens: 1, or more when one unit per tile would leave SMs
 // idle in the last wave (bn <= 64 only, every split >= 2 K blocks, at most 8 units per SM).
 int choose_splits(int64_t tiles, int64_t kblocks, int bn, int sm_count);
-// The quantize.activations caps of a plan whose x is 16/32-bit (act_dtype != f8_e4m3).
-quantize::Caps quantize_caps(const Caps& caps);
 // Every wgmma_fp8 configuration (modes x tiles x output dtypes), for the registry.
 std::vector<KernelSpec> all_specs();
 // Scratch: the quantized x and its scales (16/32-bit x), split-K partials and tile counters.

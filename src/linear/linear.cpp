@@ -372,12 +372,8 @@ std::vector<KernelSpec> kernel_specs(const Caps& caps) {
     specs.push_back(std::move(p.spec));
     if (!p.split_spec.kernel.empty()) specs.push_back(std::move(p.split_spec));
   }
-  if (act16::serves(caps.act)) {
-    if (act16::quantizes_x(caps)) specs.push_back(quantize::kernel_spec(act16::quantize_caps(caps)));
-    specs.push_back(dequant::kernel_spec(act16::decode_caps(caps)));
-  } else if (caps.act != ActMode::a16 && caps.act_dtype != DType::f8_e4m3) {
-    specs.push_back(quantize::kernel_spec(fp8::quantize_caps(caps)));
-  }
+  if (quantizes_x(caps)) specs.push_back(quantize::kernel_spec(quantize_caps(caps)));
+  if (act16::serves(caps.act)) specs.push_back(dequant::kernel_spec(act16::decode_caps(caps)));
   return specs;
 }
 
@@ -443,13 +439,12 @@ Plan plan(const Caps& caps, cudaStream_t stream) {
     path.kernel = &resolve_kernel(path.spec, stream);
     if (!path.split_spec.kernel.empty()) path.split_kernel = &resolve_kernel(path.split_spec, stream);
   }
+  if (quantizes_x(caps)) p.quantize = quantize::plan(quantize_caps(caps), stream);
   if (act16::serves(caps.act)) {
     p.scratch = act16::scratch(caps);
-    if (act16::quantizes_x(caps)) p.quantize = quantize::plan(act16::quantize_caps(caps), stream);
     p.act_decode = dequant::plan(act16::decode_caps(caps), stream);
   } else if (caps.act != ActMode::a16) {
     p.scratch = fp8::scratch(caps, sm_count);
-    if (caps.act_dtype != DType::f8_e4m3) p.quantize = quantize::plan(fp8::quantize_caps(caps), stream);
   }
   return p;
 }

@@ -15,6 +15,7 @@
 #include "b12x/b12x.h"
 #include "b12x/linear/linear.h"
 #include "linear/act16.h"
+#include "linear/fp8_gemm.h"
 #include "support/errors.h"
 #include "support/fake_device.h"
 
@@ -184,9 +185,9 @@ struct FakeAct16Plan {
     plan.paths.push_back(linear::plan_path(caps, caps.max_tokens, 132));
     plan.paths.back().kernel = &test::fake_kernel();
     plan.scratch = linear::act16::scratch(caps);
-    if (linear::act16::quantizes_x(caps)) {
+    if (linear::quantizes_x(caps)) {
       quantize::Plan q;
-      q.caps = linear::act16::quantize_caps(caps);
+      q.caps = linear::quantize_caps(caps);
       q.kernel = &test::fake_kernel();
       plan.quantize = q;
     }

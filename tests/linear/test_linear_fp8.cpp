@@ -200,7 +200,7 @@ struct FakeFp8Plan {
     plan.scratch = linear::fp8::scratch(caps, 132);
     if (caps.act_dtype != DType::f8_e4m3) {
       quantize::Plan q;
-      q.caps = linear::fp8::quantize_caps(caps);
+      q.caps = linear::quantize_caps(caps);
       q.kernel = &test::fake_kernel();
       plan.quantize = q;
     }
