@@ -30,7 +30,6 @@ Caps inner_caps(const Caps& caps) {
   return c;
 }
 
-
 void validate(const Caps& caps) {
   check_act_supported(caps.format, caps.act);  // Unsupported: the weight format does not take these activations
   const bool mx = caps.act == ActMode::mxfp8;
