@@ -56,6 +56,38 @@ B12X_DEV void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned 
                : "memory");
 }
 
+// The same box multicast to the CTAs of the cluster in cta_mask: each receives it at offset dst of
+// its own shared memory and its barrier at offset bar counts the bytes (thread-block clusters).
+B12X_DEV void tma_load_2d_multicast(unsigned dst, const TmaMap* map, int c0, int c1, unsigned bar,
+                                    unsigned short cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(cta_mask)
+      : "memory");
+}
+
+// ---- thread-block clusters ----
+B12X_DEV unsigned cluster_cta_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// One arrival on the barrier at offset `bar` of CTA `cta` of the cluster (this one or another),
+// releasing this thread's earlier accesses at cluster scope.
+B12X_DEV void mbar_arrive_cluster(unsigned bar, unsigned cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
+}
+// Every thread of every CTA of the cluster: a barrier over the cluster (whole warps: .aligned).
+B12X_DEV void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
 // 4 bytes by cp.async, zeros instead when !valid (src is not read then); with
 // cp_async_arrive_noinc the barrier counts the copy's completion as this thread's arrival.
 B12X_DEV void cp_async_4_zfill(unsigned dst, const void* src, bool valid) {

@@ -40,6 +40,7 @@ const DriverApi& driver() {
     resolve("cuModuleLoadData", a.cuModuleLoadData);
     resolve("cuModuleGetFunction", a.cuModuleGetFunction);
     resolve("cuLaunchKernel", a.cuLaunchKernel);
+    resolve("cuLaunchKernelEx", a.cuLaunchKernelEx);
     resolve("cuFuncSetAttribute", a.cuFuncSetAttribute);
     resolve("cuFuncGetAttribute", a.cuFuncGetAttribute);
     resolve("cuTensorMapEncodeTiled", a.cuTensorMapEncodeTiled);

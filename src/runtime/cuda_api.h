@@ -19,6 +19,7 @@ struct DriverApi {
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void**, void**) = nullptr;
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;  // clusters
   CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int) = nullptr;
   CUresult (*cuFuncGetAttribute)(int*, CUfunction_attribute, CUfunction) = nullptr;
   CUresult (*cuGetErrorName)(CUresult, const char**) = nullptr;

@@ -206,35 +206,51 @@ void clear_compile_cache(bool disk) {
   }
 }
 
-void Kernel::launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, void** args) const {
+void Kernel::launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, void** args, dim3 cluster) const {
   const auto& drv = detail::driver();
   CUfunction f = reinterpret_cast<CUfunction>(fn_);
   if (smem_bytes > smem_limit_set_) {
     B12X_CU_CHECK(drv.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem_bytes)));
     smem_limit_set_ = smem_bytes;
   }
+  const bool clustered = cluster.x * cluster.y * cluster.z > 1;
+  auto enqueue = [&] {
+    if (!clustered) {
+      B12X_CU_CHECK(drv.cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                       static_cast<unsigned>(smem_bytes), reinterpret_cast<CUstream>(stream), args,
+                                       nullptr));
+      return;
+    }
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = cluster.x, attr.value.clusterDim.y = cluster.y, attr.value.clusterDim.z = cluster.z;
+    CUlaunchConfig config{};
+    config.gridDimX = grid.x, config.gridDimY = grid.y, config.gridDimZ = grid.z;
+    config.blockDimX = block.x, config.blockDimY = block.y, config.blockDimZ = block.z;
+    config.sharedMemBytes = static_cast<unsigned>(smem_bytes);
+    config.hStream = reinterpret_cast<CUstream>(stream);
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    B12X_CU_CHECK(drv.cuLaunchKernelEx(&config, f, args, nullptr));
+  };
   static const bool timing = detail::env_flag("B12X_TIMING");
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (timing) B12X_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  if (!timing || capture != cudaStreamCaptureStatusNone) {
-    B12X_CU_CHECK(drv.cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                     static_cast<unsigned>(smem_bytes), reinterpret_cast<CUstream>(stream), args, nullptr));
-    return;
-  }
+  if (!timing || capture != cudaStreamCaptureStatusNone) return enqueue();
   thread_local cudaEvent_t start = nullptr, stop = nullptr;
   if (!start) {
     B12X_CUDA_CHECK(cudaEventCreate(&start));
     B12X_CUDA_CHECK(cudaEventCreate(&stop));
   }
   B12X_CUDA_CHECK(cudaEventRecord(start, stream));
-  B12X_CU_CHECK(drv.cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                   static_cast<unsigned>(smem_bytes), reinterpret_cast<CUstream>(stream), args, nullptr));
+  enqueue();
   B12X_CUDA_CHECK(cudaEventRecord(stop, stream));
   B12X_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0;
   B12X_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  std::fprintf(stderr, "[b12x] timing %s grid=(%u,%u,%u) block=(%u,%u,%u) smem=%zu: %.4f ms\n", describe_.c_str(), grid.x,
-               grid.y, grid.z, block.x, block.y, block.z, smem_bytes, ms);
+  std::fprintf(stderr, "[b12x] timing %s grid=(%u,%u,%u) block=(%u,%u,%u) cluster=(%u,%u,%u) smem=%zu: %.4f ms\n",
+               describe_.c_str(), grid.x, grid.y, grid.z, block.x, block.y, block.z, cluster.x, cluster.y, cluster.z,
+               smem_bytes, ms);
 }
 
 }  // namespace b12x

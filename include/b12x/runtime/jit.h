@@ -61,8 +61,10 @@ class Kernel {
   Kernel(void* function, std::string key, std::string describe) : fn_(function), key_(std::move(key)), describe_(std::move(describe)) {}
   // Launches on `stream`; args are pointers to the kernel's parameters (cuLaunchKernel convention).
   // Raises the dynamic shared-memory limit once when smem_bytes > 48 KiB. With B12X_TIMING=1 the GPU
-  // time is measured with events and logged (skipped while the stream is capturing).
-  void launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, void** args) const;
+  // time is measured with events and logged (skipped while the stream is capturing). cluster: the
+  // thread-block cluster shape (grid a multiple of it); (1, 1, 1) launches without clusters.
+  void launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, void** args,
+              dim3 cluster = dim3(1, 1, 1)) const;
   const std::string& key() const { return key_; }
   const std::string& describe() const { return describe_; }
 
