@@ -14,6 +14,7 @@
 #include "linear/tile_buckets.h"
 #include "linear/kernels/wgmma_fp8.cuh"  // tile / stage / shared-memory sizes (constexpr, host-compilable)
 #include "runtime/cuda_api.h"            // cuTensorMapEncodeTiled, B12X_CUDA_CHECK
+#include "runtime/env.h"                 // B12X_DISABLE_CLUSTERS
 
 namespace b12x::linear {
 
@@ -29,6 +30,11 @@ Format fp8::weight_format(ActMode act) {
 bool quantizes_x(const Caps& caps) {
   return caps.act != ActMode::a16 &&
          (caps.act_dtype == DType::bf16 || caps.act_dtype == DType::f16 || caps.act_dtype == DType::f32);
+}
+
+bool clusters_enabled() {
+  static const bool off = detail::env_flag("B12X_DISABLE_CLUSTERS");
+  return !off;
 }
 
 quantize::Caps quantize_caps(const Caps& caps) {
@@ -63,16 +69,18 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t w_blocks(const Caps& caps) { return ceil_div(caps.n, device::kF8Rows); }
 int64_t k_blocks(const Caps& caps) { return ceil_div(caps.k, device::kF8StageK); }
 
-KernelSpec make_spec(ActMode act, int bn, DType out, bool fast) {
+KernelSpec make_spec(ActMode act, int bn, DType out, bool fast, int cluster = 1) {
   KernelSpec s;
   s.kernel = "linear.wgmma_fp8";
   s.source = "linear/kernels/wgmma_fp8.cuh";
   s.name_expression = detail::concat("b12x::linear_wgmma_fp8_kernel<", mode_code(act), ", ", bn, ", ",
-                                     kernel_weight::float_dtype_code(out, "out_dtype"), ", ", fast ? "true" : "false", ">");
+                                     kernel_weight::float_dtype_code(out, "out_dtype"), ", ", fast ? "true" : "false",
+                                     cluster > 1 ? detail::concat(", ", cluster) : std::string(), ">");
   s.config = {{"act", std::string(act_mode_name(act))},
               {"tokens_per_tile", std::to_string(bn)},
               {"out", std::string(dtype_name(out))},
               {"accum", fast ? "fast" : "promoted"}};
+  if (cluster > 1) s.config.emplace_back("cluster", std::to_string(cluster));
   s.archs = {"sm_90a"};  // wgmma, TMA, setmaxnreg
   s.max_registers = 168;  // __launch_bounds__(384, 1); setmaxnreg moves 40 -> 232 to the consumers
   s.options = {"--ftz=false", "--fmad=true"};
@@ -89,6 +97,16 @@ Work work(const Caps& caps, int64_t m, int bn, int sm_count) {
   w.tiles = ceil_div(m, bn) * w_blocks(caps);
   w.splits = choose_splits(w.tiles, k_blocks(caps), bn, sm_count);
   return w;
+}
+
+// CTAs per cluster: pairs sharing the x box by multicast for wide tiles (never split) where the row
+// blocks pair up.
+int cluster_of(const Caps& caps, int bn) {
+  return clusters_enabled() && device::fp8_cluster_config(mode_code(caps.act), bn) && w_blocks(caps) % 2 == 0 ? 2 : 1;
+}
+// The persistent grid: one CTA per SM at most, whole clusters.
+unsigned grid_of(int64_t units, int cluster, int sm_count) {
+  return static_cast<unsigned>(cluster * std::min<int64_t>(units / cluster, std::max(sm_count, 1) / cluster));
 }
 
 }  // namespace
@@ -157,14 +175,16 @@ PlanPath path(const Caps& caps, int64_t tokens, int sm_count) {
   p.tokens_per_cta = bn;
   p.block = dim3(device::kF8Threads);
   p.smem_bytes = static_cast<size_t>(device::fp8_smem_bytes(mode, bn));
-  p.spec = make_spec(caps.act, bn, caps.out_dtype, caps.fast_accum);
+  p.cluster = cluster_of(caps, bn);
+  p.spec = make_spec(caps.act, bn, caps.out_dtype, caps.fast_accum, p.cluster);
   const Work lo = work(caps, prev + 1, bn, sm_count), hi = work(caps, top, bn, sm_count);
   p.ksplit = std::max(lo.splits, hi.splits);
-  p.grid = dim3(static_cast<unsigned>(std::min<int64_t>(hi.tiles * hi.splits, std::max(sm_count, 1))));
+  p.grid = dim3(grid_of(hi.tiles * hi.splits, p.cluster, sm_count));
   p.name = detail::concat("fp8.wgmma_fp8{act=", act_mode_name(caps.act), caps.fast_accum ? ", fast_accum" : "",
                           ", tokens_per_tile=", bn,
                           ", stages=", device::fp8_stages(mode, bn), ", tiles=ceil(M/", bn, ")x", w_blocks(caps),
                           p.ksplit > 1 ? detail::concat(", ksplit<=", p.ksplit) : std::string(),
+                          p.cluster > 1 ? ", clusters of 2 (x multicast)" : "",
                           ", persistent grid<=", std::max(sm_count, 1), "x", device::kF8Threads, "}");
   return p;
 }
@@ -175,7 +195,10 @@ std::vector<KernelSpec> all_specs() {
     for (bool fast : {false, true})
       for (int bn : {16, 32, 64, 128, 256}) {
         if (!device::fp8_valid_config(mode_code(act), bn, fast)) continue;
-        for (DType out : {DType::bf16, DType::f16, DType::f32}) specs.push_back(make_spec(act, bn, out, fast));
+        for (DType out : {DType::bf16, DType::f16, DType::f32}) {
+          specs.push_back(make_spec(act, bn, out, fast));
+          if (device::fp8_cluster_config(mode_code(act), bn)) specs.push_back(make_spec(act, bn, out, fast, 2));
+        }
       }
   return specs;
 }
@@ -265,7 +288,7 @@ void bind(const Plan& plan, const Scratch& scratch, const TensorView& x_scale, B
                                                  : static_cast<const float*>(sv.data);
   }
   encode_map(b.w_map, b.w.data.data, caps.n, k, device::kF8Rows);
-  encode_map(b.x_map, b.xq, m, k, path.tokens_per_cta);
+  encode_map(b.x_map, b.xq, m, k, path.tokens_per_cta / path.cluster);  // each CTA's part of the x box
   if (work(caps, m, path.tokens_per_cta, plan.sm_count).splits > 1) {  // run() makes the same choice
     b.partials = static_cast<float*>(scratch_region(scratch, plan.scratch, "linear.partials"));
     b.counters = static_cast<unsigned*>(scratch_region(scratch, plan.scratch, "linear.counters"));
@@ -292,9 +315,8 @@ void run(const Binding& b, cudaStream_t stream) {
   float* partials = b.partials;
   unsigned* counters = b.counters;
   void* args[] = {w_map, x_map, &w_scale, &w_scale2, &x_scale, &bias, &bias_code, &y, &m, &n, &k, &splits, &partials, &counters};
-  const int64_t units = w.tiles * w.splits;
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(units, std::max(p.sm_count, 1))));
-  path.kernel->launch(grid, path.block, path.smem_bytes, stream, args);
+  const dim3 grid(grid_of(w.tiles * w.splits, path.cluster, p.sm_count));
+  path.kernel->launch(grid, path.block, path.smem_bytes, stream, args, dim3(path.cluster, 1, 1));
 }
 
 }  // namespace fp8

@@ -15,6 +15,9 @@ namespace b12x::linear {
 // quantize.activations caps it then plans (linear scales).
 bool quantizes_x(const Caps& caps);
 quantize::Caps quantize_caps(const Caps& caps);
+// Whether plans may launch thread-block clusters (the GEMMs' CTA pairs sharing x by multicast);
+// B12X_DISABLE_CLUSTERS=1 turns them off, a measurement switch (docs/RUNTIME.md).
+bool clusters_enabled();
 
 }  // namespace b12x::linear
 

@@ -86,10 +86,11 @@ KernelSpec linear_spec(const Caps& caps, const char* kernel, int64_t size, const
 
 // The prefill kernel: sm_90a only (wgmma, TMA, setmaxnreg); __launch_bounds__(384, 1): 65536 / 384
 // = 168 registers at launch (setmaxnreg then moves 40 -> 232 from the producer to the consumers).
-// split: device::WgmmaSplit (kSplitNone: no extra template argument).
-KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta, int split = device::kSplitNone) {
+// split: device::WgmmaSplit, cluster: CTAs per cluster (the defaults add no template argument).
+KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta, int split = device::kSplitNone, int cluster = 1) {
   std::vector<std::pair<std::string, int>> extra;
-  if (split != device::kSplitNone) extra.emplace_back("scale_split", split);
+  if (split != device::kSplitNone || cluster > 1) extra.emplace_back("scale_split", split);
+  if (cluster > 1) extra.emplace_back("cluster", cluster);
   KernelSpec s = linear_spec(caps, "wgmma_tile16", tokens_per_cta, "tokens_per_cta", std::to_string(tokens_per_cta),
                              extra, 168);
   s.archs = {"sm_90a"};
@@ -104,6 +105,12 @@ std::vector<std::pair<int64_t, int>> prefill_buckets(const Caps& caps, int sm_co
   const int widest = device::wgmma_max_tokens_per_cta(static_cast<int>(caps.format), act_code(caps.act_dtype));
   return tile_buckets({{kPrefillBuckets[0], 64}, {kPrefillBuckets[1], 128}}, widest,
                       (caps.n + device::kWgRows - 1) / device::kWgRows, sm_count, caps.max_tokens);
+}
+
+// CTAs per cluster of a prefill path: pairs (x multicast, half the L2 reads of x) where the row
+// blocks pair up (an even grid.y) and the CTAs need not decide one by one (no split instances).
+int prefill_cluster(bool split, unsigned row_blocks) {
+  return clusters_enabled() && !split && row_blocks >= 2 && row_blocks % 2 == 0 ? 2 : 1;
 }
 
 KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
@@ -312,10 +319,12 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
     p.grid = dim3(static_cast<unsigned>((top + bn - 1) / bn),
                   static_cast<unsigned>((caps.n + device::kWgRows - 1) / device::kWgRows));
     const bool split = device::wgmma_split_scales(f, act_code(caps.act_dtype));
-    p.spec = make_wgmma_spec(caps, bn, split ? device::kSplitFold : device::kSplitNone);
+    p.cluster = prefill_cluster(split, p.grid.y);
+    p.spec = make_wgmma_spec(caps, bn, split ? device::kSplitFold : device::kSplitNone, p.cluster);
     if (split) p.split_spec = make_wgmma_spec(caps, bn, device::kSplitPromote);
     p.name = detail::concat("prefill.wgmma_tile16{tokens_per_cta=", bn, ", stages=", device::wgmma_stages(f, bn),
                             ", grid=ceil(M/", bn, ")x", p.grid.y, "x", device::kWgThreads,
+                            p.cluster > 1 ? ", cluster=1x2 (x multicast)" : "",
                             split ? ", scales=fold|promote (two launches)" : "", "}");
     return p;
   }
@@ -421,6 +430,7 @@ std::vector<KernelSpec> all_kernel_specs() {
             specs.push_back(make_wgmma_spec(caps, bn, device::kSplitPromote));
           } else {
             specs.push_back(make_wgmma_spec(caps, bn));
+            specs.push_back(make_wgmma_spec(caps, bn, device::kSplitNone, 2));
           }
         }
     }
@@ -515,12 +525,13 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
   }
   if (act16::serves(caps.act)) act16::bind(plan, scratch, x_scale, input_scale, b);  // sets x16: the kernel's x
   const TensorView& xk = b.x16.empty() ? x : b.x16;
-  if (path.kind == PathKind::prefill) {  // x [m, k] as a TMA map: boxes of 64 K x tokens_per_cta rows, zeros outside
+  if (path.kind == PathKind::prefill) {  // x [m, k] as a TMA map: boxes of 64 K x tokens_per_cta / cluster rows, zeros outside
     static_assert(sizeof(CUtensorMap) == sizeof(b.x_map), "CUtensorMap is 128 bytes");
     CUtensorMap map;
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(caps.k), static_cast<cuuint64_t>(m)};
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(caps.k) * 2};
-    const cuuint32_t box[2] = {static_cast<cuuint32_t>(device::kWgStageK), static_cast<cuuint32_t>(path.tokens_per_cta)};
+    const cuuint32_t box[2] = {static_cast<cuuint32_t>(device::kWgStageK),
+                               static_cast<cuuint32_t>(path.tokens_per_cta / path.cluster)};  // each CTA's part
     const cuuint32_t elem_strides[2] = {1, 1};
     B12X_CU_CHECK(detail::driver().cuTensorMapEncodeTiled(
         &map, xk.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
@@ -554,7 +565,7 @@ void run(const Binding& binding, cudaStream_t stream) {
     void* x_map = const_cast<unsigned char*>(binding.x_map);
     void* args[] = {x_map, &data, &scale, &scale2, &act_scale, &bias, &bias_dtype, &y, &m, &n, &k};
     const dim3 grid(static_cast<unsigned>((binding.m + path.tokens_per_cta - 1) / path.tokens_per_cta), path.grid.y);
-    path.kernel->launch(grid, path.block, path.smem_bytes, stream, args);
+    path.kernel->launch(grid, path.block, path.smem_bytes, stream, args, dim3(1, path.cluster, 1));
     if (path.split_kernel) path.split_kernel->launch(grid, path.block, path.smem_bytes, stream, args);  // the other CTAs
     return;
   }

@@ -406,9 +406,11 @@ TEST_F(LinearGpu, PrefillEveryFormatAndTokenCountMatchesReference) {
     const DType out = outs[i % 3];
     const bool has_bias = i % 4 != 3;
     ++i;
-    // N = 304: two full 128-row CTAs and one with 3 live tiles; small_k: K % 64 == 32 (a last stage
-    // with one run). max_tokens 300: paths 64, 128 and 300 tokens per CTA.
-    linear::Caps caps = make_caps(f, 304, small_k(f), 300, act, out, has_bias, DType::bf16);
+    // N = 304: two full 128-row CTAs and one with 3 live tiles (no clusters: 3 row blocks); N = 432
+    // (every other case): two clusters of two CTAs, the last CTA with 3 live tiles; small_k: K % 64
+    // == 32 (a last stage with one run). max_tokens 300: paths 64, 128 and 300 tokens per CTA.
+    const int64_t n = i % 2 ? 432 : 304;
+    linear::Caps caps = make_caps(f, n, small_k(f), 300, act, out, has_bias, DType::bf16);
     caps.layout = WeightLayout::tile16;
     const PackedWeight p = random_weight(f, caps.n, caps.k, rng);
     const DeviceWeight w = device_weight(p, WeightLayout::tile16);
@@ -432,18 +434,20 @@ TEST_F(LinearGpu, PrefillGivesEveryWeightExactlyWithOneHotActivations) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  const int64_t n = 304, k = 352;  // 11 runs; one token per column (M = 352: two 256-token CTAs)
-  for (const auto& [f, act] : prefill_cases()) {
-    linear::Caps caps = make_caps(f, n, k, k, act, DType::f32, false, DType::bf16);
-    caps.layout = WeightLayout::tile16;
-    const linear::Plan plan = linear::plan(caps);
-    const PackedWeight p = random_codes(f, n, k, rng);
-    const DeviceWeight w = device_weight(p, WeightLayout::tile16);
-    HostTensor x(act, {k, k});
-    std::memset(x.view().data, 0, x.nbytes());
-    for (int64_t t = 0; t < k; ++t) store_f32(x.view().data, act, t * k + t, 1.0f);
-    expect_one_hot_exact(run_on_device(plan, x, w, nullptr), x, p, 0, label(caps, k));
-  }
+  // N = 304: 3 row blocks (one CTA each), 432: 4 (two clusters: x multicast, a partial last block).
+  const int64_t k = 352;  // 11 runs; one token per column (M = 352: two 256-token CTAs)
+  for (const auto& [f, act] : prefill_cases())
+    for (int64_t n : {304, 432}) {
+      linear::Caps caps = make_caps(f, n, k, k, act, DType::f32, false, DType::bf16);
+      caps.layout = WeightLayout::tile16;
+      const linear::Plan plan = linear::plan(caps);
+      const PackedWeight p = random_codes(f, n, k, rng);
+      const DeviceWeight w = device_weight(p, WeightLayout::tile16);
+      HostTensor x(act, {k, k});
+      std::memset(x.view().data, 0, x.nbytes());
+      for (int64_t t = 0; t < k; ++t) store_f32(x.view().data, act, t * k + t, 1.0f);
+      expect_one_hot_exact(run_on_device(plan, x, w, nullptr), x, p, 0, label(caps, k) + " via " + plan.path_for(k).name);
+    }
 }
 
 TEST_F(LinearGpu, PrefillMxfp8FoldsTheCtasWhoseScalesAllowItAndPromotesTheOthers) {
@@ -601,9 +605,11 @@ TEST_F(LinearGpu, PrefillGraphCaptureReplaysChangedX) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  linear::Caps caps = make_caps(Format::fp8_tensor, 304, 1024, 200, DType::bf16, DType::f32, false, DType::bf16);
+  // N = 432: clusters of two CTAs (a cluster launch inside the graph).
+  linear::Caps caps = make_caps(Format::fp8_tensor, 432, 1024, 200, DType::bf16, DType::f32, false, DType::bf16);
   caps.layout = WeightLayout::tile16;
   const linear::Plan plan = linear::plan(caps);
+  ASSERT_EQ(plan.path_for(200).cluster, 2) << plan.path_for(200).name;
   const PackedWeight p = random_weight(caps.format, caps.n, caps.k, rng);
   const DeviceWeight w = device_weight(p, WeightLayout::tile16);
   const int64_t m = 200;

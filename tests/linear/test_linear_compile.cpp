@@ -129,14 +129,16 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   // the mma combinations x 3 out, with 64 / 128 / 256 tokens per CTA where the block scale folds
   // (bf16, f16, fp8, fp8_channel, nvfp4 x 2 act, mxfp4 x bf16: 9) and 64 / 128 where it is promoted
   // (fp8_block, mxfp8, q8_0 x 2 act, mxfp4 x f16: 7), sm_90a only; MXFP8 with BF16 x as two
-  // instances (scale_split 1: the CTAs whose scales fold, 2: the others): one more per tile and out.
+  // instances (scale_split 1: the CTAs whose scales fold, 2: the others): one more per tile and out;
+  // every unsplit one (39 per out) also as a cluster of two CTAs (x multicast).
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
   // wgmma_fp8 (quantized activations): promoted: 3 modes x 4 token tiles (16 .. 128); fast_accum:
-  // fp8_tensor and fp8_token x 5 (16 .. 256); x 3 out, sm_90a only.
+  // fp8_tensor and fp8_token x 5 (16 .. 256); x 3 out, sm_90a only; fp8_tensor / fp8_token tiles of
+  // 128 and 256 tokens also as clusters of two (2 promoted + 4 fast).
   EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 +
-                              (9 * 3 + 7 * 2 + 2) * 3 + (3 * 4 + 2 * 5) * 3);
+                              (9 * 3 + 7 * 2 + 2 + 39) * 3 + (3 * 4 + 2 * 5 + 6) * 3);
   std::set<std::string> names;
-  size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, fp8 = 0;
+  size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, clustered = 0, fp8 = 0;
   for (const auto& s : specs) {
     EXPECT_TRUE(names.insert(s.name_expression).second) << "duplicate " << s.name_expression;
     if (s.kernel == "linear.wgmma_fp8") {
@@ -148,6 +150,10 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     }
     if (s.kernel == "linear.wgmma_tile16") {
       ++prefill;
+      if (s.describe().find("cluster=2") != std::string::npos) {
+        ++clustered;
+        EXPECT_NE(s.describe().find("scale_split=0"), std::string::npos) << s.describe();  // never a split instance
+      }
       EXPECT_EQ(s.source, "linear/kernels/wgmma_tile16.cuh");
       EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a"}));  // wgmma, TMA, setmaxnreg
       EXPECT_EQ(s.max_registers, 168);  // __launch_bounds__(384, 1); setmaxnreg moves registers to the consumers
@@ -173,8 +179,9 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a", "sm_120a"}));
     EXPECT_GT(s.max_registers, 0);
   }
-  EXPECT_EQ(prefill, (9u * 3 + 7 * 2 + 2) * 3);
-  EXPECT_EQ(fp8, (3u * 4 + 2 * 5) * 3);
+  EXPECT_EQ(prefill, (9u * 3 + 7 * 2 + 2 + 39) * 3);
+  EXPECT_EQ(clustered, 39u * 3);
+  EXPECT_EQ(fp8, (3u * 4 + 2 * 5 + 6) * 3);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
   EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
   EXPECT_EQ(iq2, 2u * 2 * 2 * 3);
@@ -231,6 +238,9 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
       EXPECT_EQ(p.block.x, 384u);
       EXPECT_EQ(p.grid.y, 28672u / 128);
       EXPECT_LE(p.smem_bytes, 227u * 1024) << p.name;  // the H200's opt-in limit per block
+      EXPECT_EQ(p.cluster, 2) << p.name;  // 224 row blocks: pairs sharing x by multicast
+      EXPECT_NE(p.spec.describe().find("cluster=2"), std::string::npos) << p.spec.describe();
+      EXPECT_NE(p.name.find("cluster=1x2"), std::string::npos) << p.name;
     } else {
       EXPECT_EQ(p.name.rfind("decode.mma_tile16{", 0), 0u) << p.name;
     }
@@ -247,6 +257,14 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
   EXPECT_EQ(linear::plan_path(caps, 1025, 132).max_tokens, 4096);
   EXPECT_EQ(linear::plan_path(caps, 1025, 16).max_tokens, 4096);  // 16 SMs: no 128-token bucket above 128
   EXPECT_EQ(linear::plan_path(caps, 200, 16).tokens_per_cta, 256);
+  // Clusters only where the row blocks pair up: 4096 + 128 rows = 33 blocks run alone, one block too.
+  caps.n = 4096 + 128;
+  EXPECT_EQ(linear::plan_path(caps, 4096, 132).cluster, 1);
+  EXPECT_EQ(linear::plan_path(caps, 4096, 132).spec.describe().find("cluster"), std::string::npos);
+  caps.n = 128;
+  EXPECT_EQ(linear::plan_path(caps, 4096, 132).cluster, 1);
+  caps.n = 4096 + 256;
+  EXPECT_EQ(linear::plan_path(caps, 4096, 132).cluster, 2);
   caps.n = 28672;
   // Promoted block scales (fp8_block, mxfp8, q8_0, mxfp4 with F16 x): at most 128 tokens per CTA.
   for (const auto& [f, act] : {std::pair{Format::mxfp8, DType::bf16}, std::pair{Format::q8_0, DType::f16},
@@ -268,6 +286,7 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
       EXPECT_EQ(p.split_spec.describe(),
                 "linear.wgmma_tile16{format=mxfp8, tokens_per_cta=128, act=bf16, out=bf16, scale_split=2}");
       EXPECT_NE(p.name.find("scales=fold|promote"), std::string::npos) << p.name;
+      EXPECT_EQ(p.cluster, 1);  // its CTAs decide one by one which instance runs them
     }
   }
   EXPECT_EQ(linear::plan_path([&] {

@@ -61,7 +61,19 @@ TEST(LinearFp8, PathsTileTheTokensAndFitSharedMemory) {
   // Promoted accumulation (the default): at most 128 tokens per tile (acc + part registers).
   EXPECT_EQ(tops, (std::vector<int64_t>{16, 16, 32, 32, 64, 64, 128, 128, 4096, 4096}));
   EXPECT_EQ(tiles, (std::vector<int>{16, 16, 32, 32, 64, 64, 128, 128, 128, 128}));
+  // Tiles of 128+ tokens run as clusters of two CTAs sharing x (224 row blocks pair up): a grid of
+  // whole clusters; narrower tiles (split K) and fp8_block alone.
+  for (int64_t t : {129, 4096}) {
+    const linear::PlanPath p = linear::plan_path(caps, t, 132);
+    EXPECT_EQ(p.cluster, 2) << p.name;
+    EXPECT_EQ(p.grid.x, 132u) << p.name;
+    EXPECT_NE(p.spec.describe().find("cluster=2"), std::string::npos) << p.spec.describe();
+  }
+  EXPECT_EQ(linear::plan_path(caps, 64, 132).cluster, 1);
+  EXPECT_EQ(linear::plan_path(caps, 4096, 131).grid.x, 130u);  // whole clusters
+  EXPECT_EQ(linear::plan_path(fp8_caps(ActMode::fp8_tensor, 28672 + 128, 8192, 4096), 4096, 132).cluster, 1);
   const linear::Caps block = fp8_caps(ActMode::fp8_block, 28672, 8192, 4096);
+  EXPECT_EQ(linear::plan_path(block, 4096, 132).cluster, 1);
   EXPECT_EQ(linear::plan_path(block, 4096, 132).tokens_per_cta, 128);
   EXPECT_EQ(linear::plan_path(block, 129, 132).max_tokens, 4096);
   // fast_accum: 256-token tiles, 128 while they would leave SMs idle (N = 4096: 32 row tiles, M <= 1024).

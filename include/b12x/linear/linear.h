@@ -168,6 +168,7 @@ struct PlanPath {
   int rows_per_warp = 0;           // gemv only; kernel arguments fixed by the plan
   int ksplit = 1;
   int tokens_per_cta = 0;          // prefill (grid.x = ceil(M / tokens_per_cta) at run time) and fp8
+  int cluster = 1;                 // prefill: CTAs per thread-block cluster along grid.y (2: x multicast)
 };
 
 struct Plan {

@@ -35,6 +35,14 @@
 // that finds its tile's counter at splits - 1 (atomic, counters zeroed by run() before the launch)
 // sums the partials in split order (deterministic) and writes y.
 //
+// Clusters (kCluster = 2, fp8_cluster_config: fp8_tensor / fp8_token tiles of 128 or 256 tokens, no
+// split-K, an even number of 128-row blocks):
+// the two CTAs of a cluster walk pair units (token block, pair of row blocks) together, rank r taking
+// row block 2 p + r: they read the same x box, and each loads half of it by TMA multicast into both
+// CTAs' slots, so x is read from L2 once per pair. A slot is free once the consumer warps of both
+// CTAs have released it (empty barriers count 16 arrivals, half of them remote); neither CTA exits
+// before the other is done with its barriers (cluster barrier).
+//
 // Epilogue: from registers. Thread (warp w, lane 4g + t) holds rows 16w + g, + 8 and tokens
 // 8c + 2t, + 1; for 16-bit y, lanes g and g ^ 1 trade one value so that each holds two adjacent rows
 // of one token and stores them as one 32-bit word.
@@ -56,6 +64,9 @@ constexpr int kF8SmemBudget = 227 * 1024;  // sm_90's dynamic shared-memory limi
 // Token tiles a configuration may take: promotion keeps two more FP32 sets of kBN / 2 registers,
 // which fit the consumers' 232 registers up to 128 tokens. fp8_block is always promoted.
 constexpr int fp8_max_tokens_per_tile(bool fast) { return fast ? 256 : 128; }
+// Configurations that may run in clusters of two (x multicast): wide tiles, which never split K, of
+// fp8_tensor / fp8_token (fp8_block's consumers, with the scale gather, spill 148 bytes as a pair).
+constexpr bool fp8_cluster_config(int mode, int bn) { return bn >= 128 && mode != kFp8Block; }
 constexpr bool fp8_valid_config(int mode, int bn, bool fast) {
   return (bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 256) && bn <= fp8_max_tokens_per_tile(fast) &&
          !(fast && mode == kFp8Block);
@@ -94,8 +105,9 @@ namespace b12x {
 // kFp8Tensor's weight scale. x_scale: kFp8Tensor [1] / kFp8Token [m] / kFp8Block [m, ceil(k/128)].
 // splits >= 1 with splits <= ceil(k / 128); partials / counters (splits > 1): fp8_partial_floats(kBN)
 // floats per unit and one zeroed counter per tile. grid = (min(units, SMs)); dynamic shared memory
-// fp8_smem_bytes(kMode, kBN).
-template <int kMode, int kBN, int kOut, bool kFast>
+// fp8_smem_bytes(kMode, kBN). kCluster 2 (fp8_cluster_config): splits == 1, an even number of row
+// blocks, x_map's box {128, kBN / 2}, grid = 2 x min(units / 2, SMs / 2) in clusters of (2, 1, 1).
+template <int kMode, int kBN, int kOut, bool kFast, int kCluster = 1>
 __global__ void __launch_bounds__(device::kF8Threads, 1)
     linear_wgmma_fp8_kernel(const __grid_constant__ device::TmaMap w_map, const __grid_constant__ device::TmaMap x_map,
                             const float* __restrict__ w_scale, float w_scale2, const float* __restrict__ x_scale,
@@ -104,6 +116,8 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
                             unsigned* __restrict__ counters) {
   using namespace device;
   static_assert(fp8_valid_config(kMode, kBN, kFast), "tokens per tile: 16 .. 128 (kFast: .. 256), a power of two");
+  static_assert(kCluster == 1 || (kCluster == 2 && fp8_cluster_config(kMode, kBN)),
+                "clusters of two: fp8_tensor / fp8_token, 128 or 256 tokens per tile");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kS = fp8_stages(kMode, kBN), kStage = fp8_stage_bytes(kMode, kBN);
   constexpr int kXOff = fp8_w_bytes(), kScOff = fp8_scale_offset(kBN);
@@ -120,13 +134,18 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   const int kblocks = (k + kF8StageK - 1) / kF8StageK;
   const int m_blocks = (m + kBN - 1) / kBN;
   const int tiles = m_blocks * ((n + kF8Rows - 1) / kF8Rows);
-  const int units = tiles * splits;
+  const int units = tiles / kCluster * splits;  // kCluster 2: pair units (splits == 1)
+  // The walk: CTA (kCluster 1) or cluster (2) `first`, + `step`, ...; rank: the CTA in its cluster.
+  const unsigned rank = kCluster > 1 ? cluster_cta_rank() : 0u;
+  const int first = static_cast<int>(blockIdx.x) / kCluster, step = static_cast<int>(gridDim.x) / kCluster;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kS; ++s) mbar_init(full(s), kBlock ? 1 + 32 : 1), mbar_init(empty(s), 8);
+    // empty: every consumer warp of the cluster (each CTA's x part lands in every CTA's slot).
+    for (int s = 0; s < kS; ++s) mbar_init(full(s), kBlock ? 1 + 32 : 1), mbar_init(empty(s), 8 * kCluster);
     mbar_init_fence();
   }
-  __syncthreads();
+  if constexpr (kCluster > 1) cluster_sync();  // the peer's barriers are initialised before any copy reaches them
+  else __syncthreads();
 
   const int wg = static_cast<int>(threadIdx.x >> 7);
   const int warp = static_cast<int>((threadIdx.x >> 5) & 3);
@@ -135,7 +154,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   auto unit_range = [&](int u, int& w_blk, int& m_blk, int& kb0, int& kb1) {
     const int tile = u / splits, split = u - tile * splits;
     m_blk = tile % m_blocks;
-    w_blk = tile / m_blocks;
+    w_blk = kCluster * (tile / m_blocks) + static_cast<int>(rank);
     kb0 = static_cast<int>(static_cast<long long>(split) * kblocks / splits);
     kb1 = static_cast<int>(static_cast<long long>(split + 1) * kblocks / splits);
   };
@@ -146,7 +165,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
     if (tma || gather) {
       const int kcols = kblocks;
       int it = 0;
-      for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
+      for (int u = first; u < units; u += step) {
         int w_blk, m_blk, kb0, kb1;
         unit_range(u, w_blk, m_blk, kb0, kb1);
         // Promoted: blocks in pairs, an odd last block loaded twice (the consumers skip the copy).
@@ -159,7 +178,11 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
           if (tma) {
             mbar_arrive_expect_tx(full(s), fp8_w_bytes() + fp8_x_bytes(kBN));
             tma_load_2d(smem_u32(st), &w_map, kF8StageK * kb, kF8Rows * w_blk, full(s));
-            tma_load_2d(smem_u32(st + kXOff), &x_map, kF8StageK * kb, kBN * m_blk, full(s));
+            if constexpr (kCluster > 1)  // rows [rank kBN / 2, + kBN / 2) of the x box, to both CTAs
+              tma_load_2d_multicast(smem_u32(st + kXOff) + rank * (fp8_x_bytes(kBN) / 2), &x_map, kF8StageK * kb,
+                                    kBN * m_blk + static_cast<int>(rank) * (kBN / 2), full(s), 0x3);
+            else
+              tma_load_2d(smem_u32(st + kXOff), &x_map, kF8StageK * kb, kBN * m_blk, full(s));
           } else {  // the stage's x scales: token m_blk * kBN + i at float i (0 past m), by cp.async
             const unsigned sc = smem_u32(st + kScOff);
             B12X_UNROLL
@@ -172,6 +195,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
         }
       }
     }
+    if constexpr (kCluster > 1) __syncwarp(), cluster_sync();  // the peer may still arrive on our barriers
     return;
   }
 
@@ -183,9 +207,17 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   const int row_in_tile = 64 * cw + 16 * warp + g;     // rows row_in_tile and + 8
   const float tensor_alpha = kMode == kFp8Tensor ? mul_rn(ld_f32(x_scale), w_scale2) : 1.0f;
   // Stage kb's wgmma have completed: its slot may be refilled.
+  // (kCluster 2: in both CTAs, whose producers both write x into the slot.)
   auto release = [&](int s) {
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty(s));
+    if (lane == 0) {
+      if constexpr (kCluster > 1) {
+        B12X_UNROLL
+        for (int c = 0; c < kCluster; ++c) mbar_arrive_cluster(empty(s), c);
+      } else {
+        mbar_arrive(empty(s));
+      }
+    }
   };
   auto descs = [&](int s, int kk, unsigned long long& a, unsigned long long& b) {
     const unsigned st = smem_u32(ring + s * kStage);
@@ -194,7 +226,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   };
 
   int it = 0;
-  for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
+  for (int u = first; u < units; u += step) {
     int w_blk, m_blk, kb0, kb1;
     unit_range(u, w_blk, m_blk, kb0, kb1);
     float acc[kBN / 2];
@@ -271,7 +303,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       }
     }
 
-    if (splits > 1) {  // partial tile out; the last unit of the tile sums them
+    if (kCluster == 1 && splits > 1) {  // partial tile out; the last unit of the tile sums them
       const int tile = u / splits, split = u - tile * splits;
       float* mine = partials + (static_cast<long long>(tile) * splits + split) * fp8_partial_floats(kBN);
       B12X_UNROLL
@@ -356,6 +388,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       }
     }
   }
+  if constexpr (kCluster > 1) __syncwarp(), cluster_sync();  // no CTA leaves while its peer may still arrive
 #else
   (void)w_map, (void)x_map, (void)w_scale, (void)w_scale2, (void)x_scale, (void)bias, (void)bias_code, (void)y, (void)m,
       (void)n, (void)k, (void)splits, (void)partials, (void)counters;

@@ -38,6 +38,13 @@
 // and the other consumer warpgroup's wgmma keep the tensor cores busy during the wait. IQ2 is not
 // served yet (wgmma_supports).
 //
+// Clusters (kCluster = 2): the two CTAs of a cluster are neighbours in grid.y, so they take the same
+// kBN tokens for different 128-row blocks. Each loads half of the stage's x box by TMA multicast into
+// both CTAs' slots (x is read from L2 once per pair instead of twice: at 256 tokens it is two thirds
+// of a CTA's L2 reads for BF16 weights, more for the packed formats); a slot is free again once the
+// consumer warps of both CTAs have released it (empty barriers count 16 arrivals, half of them
+// remote), and neither CTA exits before the other is done with its barriers (cluster barrier).
+//
 // Epilogue: the accumulators (rows g, g + 8 of the warp's tile, tokens 8c + 2t, +1) go through shared
 // memory as FP32 [token][row] (the ring is free by then), and every consumer thread then writes
 // 16-byte pieces of y rows (scale, bias, rounding once to the output type, as the decode kernels).
@@ -162,11 +169,13 @@ B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned l
 }  // namespace device
 
 // kFormat (wgmma_supports with kAct), kBN tokens per CTA (64, 128, 256), kAct, kOut, kSplit (WgmmaSplit:
-// kSplitNone, or for wgmma_split_scales formats one of the pair launched over the same grid).
-// x_map: the TMA map of x [m, k] (16-bit, box {64, kBN}, 128-byte swizzle, zeros outside);
+// kSplitNone, or for wgmma_split_scales formats one of the pair launched over the same grid),
+// kCluster (1, or 2: clusters of two CTAs along grid.y; see wgmma_cluster_ok).
+// x_map: the TMA map of x [m, k] (16-bit, box {64, kBN / kCluster}, 128-byte swizzle, zeros outside);
 // data / scale: the tile16 weight (n % 16 == 0, 16-byte aligned); y [m, n] 16-byte aligned rows.
-// grid = (ceil(m / kBN), ceil(n / 128)); dynamic shared memory wgmma_smem_bytes(kFormat, kBN).
-template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone>
+// grid = (ceil(m / kBN), ceil(n / 128)), launched with cluster (1, kCluster, 1); dynamic shared
+// memory wgmma_smem_bytes(kFormat, kBN).
+template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone, int kCluster = 1>
 __global__ void __launch_bounds__(device::kWgThreads, 1)
     linear_wgmma_tile16_kernel(const __grid_constant__ device::TmaMap x_map, const unsigned char* __restrict__ data,
                                const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale,
@@ -177,11 +186,14 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "tokens per CTA: 64, 128 or 256");
   static_assert(kBN <= wgmma_max_tokens_per_cta(kFormat, kAct), "promoted formats: at most 128 tokens per CTA");
   static_assert(kSplit == kSplitNone || wgmma_split_scales(kFormat, kAct), "split instances: MXFP8 with BF16 x");
+  static_assert(kCluster == 1 || (kCluster == 2 && kSplit == kSplitNone),
+                "clusters of 1 or 2 CTAs; split instances pick their CTAs one by one");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kT = kAct;
   constexpr int kS = wgmma_stages(kFormat, kBN), kStage = wgmma_stage_bytes(kFormat, kBN);
   constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
   constexpr int kXBytes = wgmma_x_bytes(kBN);
+  constexpr int kXPart = kXBytes / kCluster;  // the part of the x box this CTA loads (multicast to the cluster)
   // Tile 0's weight and scale chunks in a stage (tile T's: + T * 2 * kC, + T * 2 * kSC).
   constexpr int kWOff = wgmma_w_offset(kFormat, kBN, 0), kSOff = wgmma_scale_offset(kFormat, kBN, 0);
   constexpr int kWords = mma_lane_words(kFormat);
@@ -205,14 +217,18 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   const int live_tiles = tiles_left < kWgRows / 16 ? static_cast<int>(tiles_left) : kWgRows / 16;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kS; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
+    // empty: every consumer warp of the cluster (each one's x part lands in every CTA's slot).
+    for (int s = 0; s < kS; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8 * kCluster);
     mbar_init_fence();
   }
   if constexpr (kSplit != kSplitNone) {  // this instance's CTAs only (the tiles' scale chunks are contiguous)
     if (ue8m0_bf16_foldable(scale + tile0 * runs * kSC, live_tiles * runs * kSC) != kFold) return;
+  } else if constexpr (kCluster > 1) {
+    cluster_sync();  // the peer's barriers are initialised before any copy or arrival reaches them
   } else {
     __syncthreads();
   }
+  [[maybe_unused]] const unsigned rank = kCluster > 1 ? cluster_cta_rank() : 0u;
 
   const int wg = static_cast<int>(threadIdx.x >> 7);
   if (wg == 0) {  // producer
@@ -224,8 +240,12 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         const long long j0 = 2LL * kb;
         const int live_runs = runs - j0 < 2 ? 1 : 2;
         unsigned char* st = ring + s * kStage;
-        mbar_arrive_expect_tx(full(s), kXBytes + live_tiles * live_runs * (kC + kSC));
-        tma_load_2d(smem_u32(st), &x_map, kWgStageK * kb, m0, full(s));
+        mbar_arrive_expect_tx(full(s), kXBytes + live_tiles * live_runs * (kC + kSC));  // all parts of x
+        if constexpr (kCluster > 1)  // rows [m0 + rank kBN / 2, + kBN / 2) of the box, to both CTAs
+          tma_load_2d_multicast(smem_u32(st) + rank * kXPart, &x_map, kWgStageK * kb, m0 + rank * (kBN / kCluster),
+                                full(s), (1u << kCluster) - 1);
+        else
+          tma_load_2d(smem_u32(st), &x_map, kWgStageK * kb, m0, full(s));
         for (int T = 0; T < live_tiles; ++T) {
           const long long tr = (tile0 + T) * runs + j0;  // chunk (tile, run j0)
           bulk_load(smem_u32(st + kWOff + T * 2 * kC), data + tr * kC, live_runs * kC, full(s));
@@ -235,6 +255,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         }
       }
     }
+    if constexpr (kCluster > 1) __syncwarp(), cluster_sync();  // the peer may still arrive on our barriers
     return;
   }
 
@@ -323,9 +344,17 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     wgmma_fence_regs(acc);
   };
   // Stage kb's wgmma have completed (after a wait): its slot may be refilled.
+  // With clusters every CTA's producer writes its x part into this slot: release it in all of them.
   auto release = [&](int kb) {
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty(kb % kS));
+    if (lane == 0) {
+      if constexpr (kCluster > 1) {
+        B12X_UNROLL
+        for (int c = 0; c < kCluster; ++c) mbar_arrive_cluster(empty(kb % kS), c);
+      } else {
+        mbar_arrive(empty(kb % kS));
+      }
+    }
   };
   // Two register sets: stage kb + 1 is decoded while the wgmma of stage kb run.
   unsigned a0[2][2][4], a1[2][2][4];
@@ -440,6 +469,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     *reinterpret_cast<uint4*>(y + (static_cast<long long>(m0 + tok) * n + row0) * (kE == 4 ? 4 : 2)) =
         make_uint4(o.x, o.y, o.z, o.w);
   }
+  if constexpr (kCluster > 1) __syncwarp(), cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 #else
   (void)x_map, (void)data, (void)scale, (void)scale2, (void)act_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
 #endif
