@@ -24,6 +24,7 @@
 #include "b12x/runtime/device.h"
 #include "runtime/cuda_api.h"
 #include "support/device.h"
+#include "support/quantized_linear.h"
 #include "support/weights.h"
 
 namespace b12x {
@@ -33,6 +34,9 @@ using test::DeviceBuffer;
 using test::DeviceScratch;
 using test::DeviceTensor;
 using test::DeviceWeight;
+using test::expect_close;
+using test::quantized_reference;
+using test::QuantizedLinearRunner;
 using test::fresh_seed;
 using test::this_device;
 
@@ -86,68 +90,6 @@ DeviceWeight device_weight(const PackedWeight& p, WeightLayout layout) {
   return layout == WeightLayout::tile16 ? DeviceWeight(to_tile16(p.view())) : DeviceWeight(p);
 }
 
-// Runs the op into a poisoned y (x quantized by the op, or on the host for an f8_e4m3 plan).
-class Act16Runner {
- public:
-  explicit Act16Runner(const linear::Plan& plan) : plan_(plan), scratch_(plan.scratch_bytes()) {}
-
-  std::vector<uint8_t> run(const HostTensor& x, float input_scale, const DeviceWeight& w, const HostTensor* bias) {
-    const linear::Caps& caps = plan_.caps;
-    const int64_t m = x.view().size(0);
-    DeviceTensor dx, dscale, dbias, ds2;
-    HostTensor scale_host(DType::f32, {1});
-    scale_host.ptr<float>()[0] = input_scale;
-    const bool prequantized = caps.act_dtype == DType::f8_e4m3 || caps.act_dtype == DType::u8;
-    if (prequantized) {  // quantized on the host: codes and block scales (nvfp4: and s2)
-      const QuantizedActivations qa = quantize_activations(x.view(), caps.act, input_scale);
-      dx = DeviceTensor(qa.q.view());
-      dscale = DeviceTensor(qa.scales.view());
-      if (caps.act == ActMode::nvfp4) ds2 = DeviceTensor(scale_host.view());
-    } else {
-      dx = DeviceTensor(x.view());
-      if (caps.act == ActMode::nvfp4) dscale = DeviceTensor(scale_host.view());
-    }
-    if (bias) dbias = DeviceTensor(bias->view());
-    DeviceBuffer y(static_cast<size_t>(m * caps.n) * dtype_size(caps.out_dtype));
-    y.fill(0xFF);
-    const linear::Binding b = linear::bind(plan_, scratch_.scratch, dx.view, w.view, bias ? dbias.view : TensorView{},
-                                           TensorView(y.get(), caps.out_dtype, {m, caps.n}, this_device()), dscale.view,
-                                           ds2.view);
-    linear::run(b, nullptr);
-    B12X_CUDA_CHECK(cudaGetLastError());
-    B12X_CUDA_CHECK(cudaDeviceSynchronize());
-    return y.download();
-  }
-
- private:
-  const linear::Plan& plan_;
-  DeviceScratch scratch_;
-};
-
-HostTensor reference(const HostTensor& x, const PackedWeight& w, ActMode act, float input_scale, const HostTensor* bias) {
-  HostTensor ref(DType::f64, {x.view().size(0), w.n});
-  reference_linear({x.view(), w.view(), act, input_scale, bias ? bias->view() : TensorView{}, ref.view()});
-  return ref;
-}
-
-void expect_close(const std::vector<uint8_t>& y, DType out, const HostTensor& ref, const std::string& what) {
-  double diff = 0, nref = 0, ngot = 0, dot = 0;
-  int64_t non_finite = 0, first_bad = -1;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double got = load_f32(y.data(), out, i), want = ref.ptr<double>()[i];
-    if (!std::isfinite(got)) {
-      if (non_finite++ == 0) first_bad = i;
-      continue;
-    }
-    diff += (got - want) * (got - want), nref += want * want, ngot += got * got, dot += got * want;
-  }
-  const double rel = nref > 0 ? std::sqrt(diff / nref) : std::sqrt(diff);
-  const double cosine = nref > 0 && ngot > 0 ? dot / std::sqrt(nref * ngot) : (diff == 0 ? 1.0 : 0.0);
-  EXPECT_EQ(non_finite, 0) << what << ": unwritten or non-finite outputs, first at flat index " << first_bad;
-  EXPECT_LE(rel, out == DType::f32 ? 1e-3 : 1e-2) << what;
-  EXPECT_GE(cosine, 0.9999) << what;
-}
-
 std::string label(const linear::Caps& c, int64_t m) {
   return detail::concat(act_mode_name(c.act), " x ", format_info(c.format).name, " x=", dtype_name(c.act_dtype),
                         " out=", dtype_name(c.out_dtype), " ", layout_name(c.layout), " M=", m, " N=", c.n, " K=", c.k,
@@ -185,7 +127,7 @@ TEST_F(LinearAct16Gpu, EveryPairDtypeLayoutAndTokenCountMatchesReference) {
         const DeviceWeight w = device_weight(p, layout);
         HostTensor bias_t(DType::f32, {n});
         for (int64_t j = 0; j < n; ++j) bias_t.ptr<float>()[j] = static_cast<float>(j % 7) - 3.0f;
-        Act16Runner runner(plan);
+        QuantizedLinearRunner runner(plan);
         for (int64_t m : {1, 3, 8, 16, 17, 64, 129, 300}) {
           if (m > max_m) break;
           const bool host_quantized = xd == DType::f8_e4m3 || xd == DType::u8;
@@ -194,7 +136,7 @@ TEST_F(LinearAct16Gpu, EveryPairDtypeLayoutAndTokenCountMatchesReference) {
           const std::vector<uint8_t> y = runner.run(x, s, w, bias ? &bias_t : nullptr);
           const linear::PlanPath& path = plan.path_for(m);
           EXPECT_EQ(path.name.rfind(detail::concat("act16{x=", act_mode_name(pair.act), "->bf16} + "), 0), 0u) << path.name;
-          expect_close(y, out, reference(x, p, pair.act, s, bias ? &bias_t : nullptr), label(caps, m) + " via " + path.name);
+          expect_close(y, out, quantized_reference(x, p, pair.act, s, bias ? &bias_t : nullptr), label(caps, m) + " via " + path.name);
         }
       }
     }
@@ -215,7 +157,7 @@ TEST_F(LinearAct16Gpu, NanActivationTurnsExactlyItsTokenIntoNan) {
     HostTensor x = random_x(rng, DType::bf16, m, k);
     const std::vector<int64_t> nan_tokens = {0, 17, 39};
     for (int64_t t : nan_tokens) store_f32(x.view().data, DType::bf16, t * k + static_cast<int64_t>(rng() % k), NAN);
-    Act16Runner runner(plan);
+    QuantizedLinearRunner runner(plan);
     const std::vector<uint8_t> y = runner.run(x, 0.01f, w, nullptr);
     int64_t unexpected = 0;
     for (int64_t t = 0; t < m; ++t)
@@ -274,7 +216,7 @@ TEST_F(LinearAct16Gpu, GraphReplayPicksUpNewXAndInputScaleWithoutCompiling) {
       y.fill(0xFF);
       B12X_CUDA_CHECK(cudaGraphLaunch(exec, stream));
       B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
-      expect_close(y.download(), DType::f32, reference(x, p, ActMode::nvfp4, s, &bias),
+      expect_close(y.download(), DType::f32, quantized_reference(x, p, ActMode::nvfp4, s, &bias),
                    detail::concat("graph replay ", replay, " M=", m, " via ", plan.path_for(m).name));
     }
     EXPECT_EQ(compile_cache_info().misses, misses) << "run() must not compile";
