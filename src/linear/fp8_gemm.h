@@ -15,8 +15,8 @@ namespace b12x::linear {
 // quantize.activations caps it then plans (linear scales).
 bool quantizes_x(const Caps& caps);
 quantize::Caps quantize_caps(const Caps& caps);
-// Whether plans may launch thread-block clusters (the GEMMs' CTA pairs sharing x by multicast);
-// B12X_DISABLE_CLUSTERS=1 turns them off, a measurement switch (docs/RUNTIME.md).
+// Whether plans may launch thread-block clusters (the GEMMs' CTA pairs sharing x by multicast):
+// only with B12X_CLUSTERS=1 until the pairs have run on a GPU (docs/RUNTIME.md); read at each plan.
 bool clusters_enabled();
 
 }  // namespace b12x::linear

@@ -107,8 +107,9 @@ std::vector<std::pair<int64_t, int>> prefill_buckets(const Caps& caps, int sm_co
                       (caps.n + device::kWgRows - 1) / device::kWgRows, sm_count, caps.max_tokens);
 }
 
-// CTAs per cluster of a prefill path: pairs (x multicast, half the L2 reads of x) where the row
-// blocks pair up (an even grid.y) and the CTAs need not decide one by one (no split instances).
+// CTAs per cluster of a prefill path: pairs (x multicast, half the L2 reads of x) where clusters are
+// enabled, the row blocks pair up (an even grid.y) and the CTAs need not decide one by one (no split
+// instances).
 int prefill_cluster(bool split, unsigned row_blocks) {
   return clusters_enabled() && !split && row_blocks >= 2 && row_blocks % 2 == 0 ? 2 : 1;
 }

@@ -27,6 +27,7 @@
 #include "linear/kernels/gemv.cuh"
 #include "linear/kernels/wgmma_tile16.cuh"
 #include "support/bits.h"
+#include "support/env.h"
 #include "support/errors.h"
 #include "support/format_dispatch.h"
 #include "support/weights.h"
@@ -227,6 +228,8 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
   // max_tokens 4096: the 5 decode buckets, then 64, 128 (64 / 128 tokens per CTA) and 4096 (256).
   linear::Caps caps = make_caps(Format::fp8_tensor, 28672, 8192, 4096);
   caps.layout = WeightLayout::tile16;
+  EXPECT_EQ(linear::plan_path(caps, 4096, 132).cluster, 1);  // CTA pairs are opt-in (B12X_CLUSTERS=1)
+  const test::ScopedEnv clusters("B12X_CLUSTERS", "1");
   std::vector<int64_t> maxima;
   std::vector<int> per_cta;
   for (int64_t t : {1, 2, 4, 8, 16, 64, 128, 4096}) {

@@ -13,6 +13,7 @@
 #include "b12x/runtime/registry.h"
 #include "linear/fp8_gemm.h"
 #include "linear/kernels/wgmma_fp8.cuh"
+#include "support/env.h"
 #include "support/errors.h"
 #include "support/fake_device.h"
 
@@ -61,8 +62,10 @@ TEST(LinearFp8, PathsTileTheTokensAndFitSharedMemory) {
   // Promoted accumulation (the default): at most 128 tokens per tile (acc + part registers).
   EXPECT_EQ(tops, (std::vector<int64_t>{16, 16, 32, 32, 64, 64, 128, 128, 4096, 4096}));
   EXPECT_EQ(tiles, (std::vector<int>{16, 16, 32, 32, 64, 64, 128, 128, 128, 128}));
-  // Tiles of 128+ tokens run as clusters of two CTAs sharing x (224 row blocks pair up): a grid of
-  // whole clusters; narrower tiles (split K) and fp8_block alone.
+  // With B12X_CLUSTERS=1, tiles of 128+ tokens run as clusters of two CTAs sharing x (224 row blocks
+  // pair up): a grid of whole clusters; narrower tiles (split K) and fp8_block alone.
+  EXPECT_EQ(linear::plan_path(caps, 4096, 132).cluster, 1);
+  const test::ScopedEnv clusters("B12X_CLUSTERS", "1");
   for (int64_t t : {129, 4096}) {
     const linear::PlanPath p = linear::plan_path(caps, t, 132);
     EXPECT_EQ(p.cluster, 2) << p.name;
