@@ -73,13 +73,17 @@ B12X_DEV unsigned cluster_cta_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
-// One arrival on the barrier at offset `bar` of CTA `cta` of the cluster (this one or another),
-// releasing this thread's earlier accesses at cluster scope.
+// One arrival on the barrier at offset `bar` of CTA `cta` of the cluster (this one or another), with
+// the default (CTA-scope) release. Not `.release.cluster`: ptxas turns that into MEMBAR.ALL.GPU +
+// MEMBAR.ALL.CTA before every arrival (SASS, 2026-12-05), a GPU-wide fence per stage and warp; the
+// consumers that arrive have only read the slot (wgmma, completed by wait_group) and the producer
+// that waits refills it through the async proxy, so no cluster-scope ordering of our own writes
+// is needed (CUTLASS's cluster pipelines arrive the same way).
 B12X_DEV void mbar_arrive_cluster(unsigned bar, unsigned cta) {
   asm volatile(
       "{\n.reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
       "r"(cta)
       : "memory");
 }
