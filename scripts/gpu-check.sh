@@ -5,7 +5,9 @@
 # Env: BENCH_SUITES (default quick), BENCH_FILTER (a --filter regex), GPU_TEST_FILTER (ctest -R),
 # BUILD_TARGETS (space-separated; default: everything), B12X_TORCH (AUTO: build the torch extension
 # and run its GPU tests when python3 there imports torch); googletest's own GTEST_FILTER narrows the
-# C++ GPU test binaries (e.g. GTEST_FILTER='LinearFp8Gpu.*' with GPU_TEST_FILTER=gpu.linear). Python test packages the machine lacks
+# C++ GPU test binaries (e.g. GTEST_FILTER='LinearFp8Gpu.*' with GPU_TEST_FILTER=gpu.linear); BENCH_COMPARE_ENV
+# (e.g. "B12X_CLUSTERS=1") runs the same benchmarks a second time with those variables set, rows in
+# bench-compare.csv: an A/B of a switch in one call. Python test packages the machine lacks
 # travel as wheels in .whl (carry it): gguf, for tests/oracle.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +60,12 @@ if [[ -x build-gpu/b12x ]] && build-gpu/b12x bench --help >/dev/null 2>&1; then
   build-gpu/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} --json "$out/bench.json" --csv "$out/bench.csv" --plot "$out/bench.png" 2>&1 \
     | tee "$out/bench.log" | tail -70
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+  if [[ -n "${BENCH_COMPARE_ENV:-}" ]]; then
+    step "bench with $BENCH_COMPARE_ENV"
+    env $BENCH_COMPARE_ENV build-gpu/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} \
+      --csv "$out/bench-compare.csv" 2>&1 | tee "$out/bench-compare.log" | tail -70
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+  fi
 fi
 
 step "summary"
