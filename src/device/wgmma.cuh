@@ -92,6 +92,45 @@ B12X_DEV void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
+// The GEMMs' pieces that change with kCluster, the CTAs per cluster sharing one box (1: no cluster).
+// After the barriers are initialised: the CTA's barrier, or the cluster's (the peers' barriers then
+// exist before any copy or arrival reaches them).
+template <int kCluster>
+B12X_DEV void barriers_ready() {
+  if constexpr (kCluster > 1) cluster_sync();
+  else __syncthreads();
+}
+// A box of `rows` rows of `row_bytes` at (c0, c1) into dst of every CTA of the cluster: CTA `rank`
+// loads rows [rank rows / kCluster, + rows / kCluster), multicast to all (kCluster 1: a plain load).
+// Each CTA's barrier counts the whole box.
+template <int kCluster>
+B12X_DEV void tma_load_2d_shared(unsigned dst, const TmaMap* map, int c0, int c1, int rows, int row_bytes,
+                                 unsigned bar, unsigned rank) {
+  if constexpr (kCluster > 1) {
+    const int part = rows / kCluster;
+    tma_load_2d_multicast(dst + rank * part * row_bytes, map, c0, c1 + static_cast<int>(rank) * part, bar,
+                          static_cast<unsigned short>((1u << kCluster) - 1));
+  } else {
+    tma_load_2d(dst, map, c0, c1, bar);
+  }
+}
+// A consumer warp's release of a slot that every CTA of the cluster fills: one arrival on `bar` in
+// each of them (call from one lane).
+template <int kCluster>
+B12X_DEV void mbar_arrive_all(unsigned bar) {
+  if constexpr (kCluster > 1) {
+    B12X_UNROLL
+    for (int c = 0; c < kCluster; ++c) mbar_arrive_cluster(bar, c);
+  } else {
+    mbar_arrive(bar);
+  }
+}
+// Before a cluster kernel's thread exits: its peers may still arrive on its barriers.
+template <int kCluster>
+B12X_DEV void cluster_exit_sync() {
+  if constexpr (kCluster > 1) __syncwarp(), cluster_sync();
+}
+
 // 4 bytes by cp.async, zeros instead when !valid (src is not read then); with
 // cp_async_arrive_noinc the barrier counts the copy's completion as this thread's arrival.
 B12X_DEV void cp_async_4_zfill(unsigned dst, const void* src, bool valid) {

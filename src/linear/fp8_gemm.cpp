@@ -14,7 +14,6 @@
 #include "linear/tile_buckets.h"
 #include "linear/kernels/wgmma_fp8.cuh"  // tile / stage / shared-memory sizes (constexpr, host-compilable)
 #include "runtime/cuda_api.h"            // cuTensorMapEncodeTiled, B12X_CUDA_CHECK
-#include "runtime/env.h"                 // B12X_CLUSTERS
 
 namespace b12x::linear {
 
@@ -31,8 +30,6 @@ bool quantizes_x(const Caps& caps) {
   return caps.act != ActMode::a16 &&
          (caps.act_dtype == DType::bf16 || caps.act_dtype == DType::f16 || caps.act_dtype == DType::f32);
 }
-
-bool clusters_enabled() { return detail::env_flag("B12X_CLUSTERS"); }
 
 quantize::Caps quantize_caps(const Caps& caps) {
   quantize::Caps q;

@@ -15,10 +15,6 @@ namespace b12x::linear {
 // quantize.activations caps it then plans (linear scales).
 bool quantizes_x(const Caps& caps);
 quantize::Caps quantize_caps(const Caps& caps);
-// Whether plans may launch thread-block clusters (the GEMMs' CTA pairs sharing x by multicast):
-// only with B12X_CLUSTERS=1 (correct on an H100, but the prefill pairs measured 2.1x slower:
-// docs/perf/NOTES.md, 2026-12-05); read at each plan.
-bool clusters_enabled();
 
 }  // namespace b12x::linear
 

@@ -1,6 +1,7 @@
 // Token buckets of the linear paths that tile M (prefill: wgmma_tile16; quantized activations:
 // wgmma_fp8), shared so both grow the same way: fixed small buckets, then 128-token tiles while
 // 256-token tiles would leave SMs idle, then the widest tile up to kMaxTokens; cut at max_tokens.
+// Also their one switch for CTA pairs.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -8,8 +9,14 @@
 #include <vector>
 
 #include "b12x/linear/linear.h"
+#include "runtime/env.h"
 
 namespace b12x::linear {
+
+// Whether plans may launch the GEMMs' CTA pairs (thread-block clusters sharing x by multicast):
+// only with B12X_CLUSTERS=1 (correct on an H100, but the prefill pairs measured 2.1x slower:
+// docs/perf/NOTES.md, 2026-12-05); read at each plan.
+inline bool clusters_enabled() { return detail::env_flag("B12X_CLUSTERS"); }
 
 // (largest M, tokens per tile) in order, the last one ending at max_tokens. row_tiles: the
 // weight's 128-row tiles (ceil(N / 128)); widest: 128 or 256.

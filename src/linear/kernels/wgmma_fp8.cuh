@@ -144,8 +144,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
     for (int s = 0; s < kS; ++s) mbar_init(full(s), kBlock ? 1 + 32 : 1), mbar_init(empty(s), 8 * kCluster);
     mbar_init_fence();
   }
-  if constexpr (kCluster > 1) cluster_sync();  // the peer's barriers are initialised before any copy reaches them
-  else __syncthreads();
+  barriers_ready<kCluster>();
 
   const int wg = static_cast<int>(threadIdx.x >> 7);
   const int warp = static_cast<int>((threadIdx.x >> 5) & 3);
@@ -178,11 +177,8 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
           if (tma) {
             mbar_arrive_expect_tx(full(s), fp8_w_bytes() + fp8_x_bytes(kBN));
             tma_load_2d(smem_u32(st), &w_map, kF8StageK * kb, kF8Rows * w_blk, full(s));
-            if constexpr (kCluster > 1)  // rows [rank kBN / 2, + kBN / 2) of the x box, to both CTAs
-              tma_load_2d_multicast(smem_u32(st + kXOff) + rank * (fp8_x_bytes(kBN) / 2), &x_map, kF8StageK * kb,
-                                    kBN * m_blk + static_cast<int>(rank) * (kBN / 2), full(s), 0x3);
-            else
-              tma_load_2d(smem_u32(st + kXOff), &x_map, kF8StageK * kb, kBN * m_blk, full(s));
+            tma_load_2d_shared<kCluster>(smem_u32(st + kXOff), &x_map, kF8StageK * kb, kBN * m_blk, kBN, kF8StageK,
+                                         full(s), rank);
           } else {  // the stage's x scales: token m_blk * kBN + i at float i (0 past m), by cp.async
             const unsigned sc = smem_u32(st + kScOff);
             B12X_UNROLL
@@ -195,7 +191,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
         }
       }
     }
-    if constexpr (kCluster > 1) __syncwarp(), cluster_sync();  // the peer may still arrive on our barriers
+    cluster_exit_sync<kCluster>();
     return;
   }
 
@@ -210,14 +206,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   // (kCluster 2: in both CTAs, whose producers both write x into the slot.)
   auto release = [&](int s) {
     __syncwarp();
-    if (lane == 0) {
-      if constexpr (kCluster > 1) {
-        B12X_UNROLL
-        for (int c = 0; c < kCluster; ++c) mbar_arrive_cluster(empty(s), c);
-      } else {
-        mbar_arrive(empty(s));
-      }
-    }
+    if (lane == 0) mbar_arrive_all<kCluster>(empty(s));
   };
   auto descs = [&](int s, int kk, unsigned long long& a, unsigned long long& b) {
     const unsigned st = smem_u32(ring + s * kStage);
@@ -388,7 +377,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       }
     }
   }
-  if constexpr (kCluster > 1) __syncwarp(), cluster_sync();  // no CTA leaves while its peer may still arrive
+  cluster_exit_sync<kCluster>();
 #else
   (void)w_map, (void)x_map, (void)w_scale, (void)w_scale2, (void)x_scale, (void)bias, (void)bias_code, (void)y, (void)m,
       (void)n, (void)k, (void)splits, (void)partials, (void)counters;

@@ -193,7 +193,6 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   constexpr int kS = wgmma_stages(kFormat, kBN), kStage = wgmma_stage_bytes(kFormat, kBN);
   constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
   constexpr int kXBytes = wgmma_x_bytes(kBN);
-  constexpr int kXPart = kXBytes / kCluster;  // the part of the x box this CTA loads (multicast to the cluster)
   // Tile 0's weight and scale chunks in a stage (tile T's: + T * 2 * kC, + T * 2 * kSC).
   constexpr int kWOff = wgmma_w_offset(kFormat, kBN, 0), kSOff = wgmma_scale_offset(kFormat, kBN, 0);
   constexpr int kWords = mma_lane_words(kFormat);
@@ -223,12 +222,10 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   }
   if constexpr (kSplit != kSplitNone) {  // this instance's CTAs only (the tiles' scale chunks are contiguous)
     if (ue8m0_bf16_foldable(scale + tile0 * runs * kSC, live_tiles * runs * kSC) != kFold) return;
-  } else if constexpr (kCluster > 1) {
-    cluster_sync();  // the peer's barriers are initialised before any copy or arrival reaches them
   } else {
-    __syncthreads();
+    barriers_ready<kCluster>();
   }
-  [[maybe_unused]] const unsigned rank = kCluster > 1 ? cluster_cta_rank() : 0u;
+  const unsigned rank = kCluster > 1 ? cluster_cta_rank() : 0u;
 
   const int wg = static_cast<int>(threadIdx.x >> 7);
   if (wg == 0) {  // producer
@@ -241,11 +238,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         const int live_runs = runs - j0 < 2 ? 1 : 2;
         unsigned char* st = ring + s * kStage;
         mbar_arrive_expect_tx(full(s), kXBytes + live_tiles * live_runs * (kC + kSC));  // all parts of x
-        if constexpr (kCluster > 1)  // rows [m0 + rank kBN / 2, + kBN / 2) of the box, to both CTAs
-          tma_load_2d_multicast(smem_u32(st) + rank * kXPart, &x_map, kWgStageK * kb, m0 + rank * (kBN / kCluster),
-                                full(s), (1u << kCluster) - 1);
-        else
-          tma_load_2d(smem_u32(st), &x_map, kWgStageK * kb, m0, full(s));
+        tma_load_2d_shared<kCluster>(smem_u32(st), &x_map, kWgStageK * kb, m0, kBN, 2 * kWgStageK, full(s), rank);
         for (int T = 0; T < live_tiles; ++T) {
           const long long tr = (tile0 + T) * runs + j0;  // chunk (tile, run j0)
           bulk_load(smem_u32(st + kWOff + T * 2 * kC), data + tr * kC, live_runs * kC, full(s));
@@ -255,7 +248,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         }
       }
     }
-    if constexpr (kCluster > 1) __syncwarp(), cluster_sync();  // the peer may still arrive on our barriers
+    cluster_exit_sync<kCluster>();
     return;
   }
 
@@ -347,14 +340,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   // With clusters every CTA's producer writes its x part into this slot: release it in all of them.
   auto release = [&](int kb) {
     __syncwarp();
-    if (lane == 0) {
-      if constexpr (kCluster > 1) {
-        B12X_UNROLL
-        for (int c = 0; c < kCluster; ++c) mbar_arrive_cluster(empty(kb % kS), c);
-      } else {
-        mbar_arrive(empty(kb % kS));
-      }
-    }
+    if (lane == 0) mbar_arrive_all<kCluster>(empty(kb % kS));
   };
   // Two register sets: stage kb + 1 is decoded while the wgmma of stage kb run.
   unsigned a0[2][2][4], a1[2][2][4];
@@ -469,7 +455,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     *reinterpret_cast<uint4*>(y + (static_cast<long long>(m0 + tok) * n + row0) * (kE == 4 ? 4 : 2)) =
         make_uint4(o.x, o.y, o.z, o.w);
   }
-  if constexpr (kCluster > 1) __syncwarp(), cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
+  cluster_exit_sync<kCluster>();
 #else
   (void)x_map, (void)data, (void)scale, (void)scale2, (void)act_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
 #endif
