@@ -49,6 +49,14 @@ B12X_DEV void tma_load_2d(unsigned dst, const TmaMap* map, int c0, int c1, unsig
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
+// 3-D box (c0 innermost); out-of-range elements are zeros and count towards the box's bytes.
+B12X_DEV void tma_load_3d(unsigned dst, const TmaMap* map, int c0, int c1, int c2, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(
+          dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
 // Contiguous bytes (a multiple of 16, both addresses 16-byte aligned).
 B12X_DEV void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),

@@ -282,6 +282,23 @@ std::vector<int64_t> path_tokens(const Caps& caps, int sm_count) {
   return out;
 }
 
+// A tile16 tensor (data or scale) as the prefill kernel's 3-D TMA map: [n / 16 tiles][k / 32 runs]
+// [chunk bytes / 4] of 32-bit elements, box {chunk / 4, 2, 8} (chunk % 16 == 0, <= 1024 bytes).
+void encode_tile16_map(unsigned char (&out)[128], const void* base, int64_t n, int64_t k, int chunk) {
+  static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
+  CUtensorMap map;
+  const cuuint64_t runs = static_cast<cuuint64_t>(k / 32);
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(chunk / 4), runs, static_cast<cuuint64_t>(n / 16)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(chunk), runs * static_cast<cuuint64_t>(chunk)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(chunk / 4), 2, static_cast<cuuint32_t>(device::kWgRows / 16)};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  B12X_CU_CHECK(detail::driver().cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_UINT32, 3, const_cast<void*>(base), dims, strides, box, elem_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  std::memcpy(out, &map, sizeof map);
+}
+
 }  // namespace
 
 const PlanPath& Plan::path_for(int64_t m) const {
@@ -539,6 +556,13 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
         const_cast<void*>(xk.data), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
     std::memcpy(b.x_map, &map, sizeof map);
+    // The weight's tile16 data and scale as [n / 16 tiles][k / 32 runs][chunk] of 32-bit elements:
+    // a stage's chunks of the CTA's eight tiles are one box {chunk / 4, 2 runs, 8 tiles}.
+    const int fmt = static_cast<int>(caps.format);
+    encode_tile16_map(b.w_map, w.data.data, caps.n, caps.k, device::tile16_chunk_bytes(fmt));
+    const int scale_chunk = device::tile16_scale_chunk_bytes(fmt);
+    std::memcpy(b.s_map, b.w_map, sizeof b.s_map);  // unused by formats without scale chunks
+    if (scale_chunk > 0) encode_tile16_map(b.s_map, w.scale.data, caps.n, caps.k, scale_chunk);
   }
   return b;
 }
@@ -564,7 +588,9 @@ void run(const Binding& binding, cudaStream_t stream) {
   long long scale_cols = (p.caps.k + 127) / 128;  // fp8_block's scale columns
   if (path.kind == PathKind::prefill) {  // prefill: the grid follows the live M
     void* x_map = const_cast<unsigned char*>(binding.x_map);
-    void* args[] = {x_map, &data, &scale, &scale2, &act_scale, &bias, &bias_dtype, &y, &m, &n, &k};
+    void* w_map = const_cast<unsigned char*>(binding.w_map);
+    void* s_map = const_cast<unsigned char*>(binding.s_map);
+    void* args[] = {x_map, w_map, s_map, &data, &scale, &scale2, &act_scale, &bias, &bias_dtype, &y, &m, &n, &k};
     const dim3 grid(static_cast<unsigned>((binding.m + path.tokens_per_cta - 1) / path.tokens_per_cta), path.grid.y);
     path.kernel->launch(grid, path.block, path.smem_bytes, stream, args, dim3(1, path.cluster, 1));
     if (path.split_kernel) path.split_kernel->launch(grid, path.block, path.smem_bytes, stream, args);  // the other CTAs

@@ -194,10 +194,12 @@ struct Binding {
   TensorView bias;   // device [N] of caps.bias_dtype, or empty
   TensorView y;      // device [M, N] of caps.out_dtype
   TensorView x_scale;  // fp8 paths: see bind()
-  // Prefill and fp8 paths: the TMA descriptor of x (fp8: of the quantized x), and (fp8) of the weight
-  // (CUtensorMaps, encoded by bind on the host; no device access), passed by value at launch.
+  // Prefill and fp8 paths: the TMA descriptors of x (fp8: of the quantized x) and of the weight, and
+  // (prefill, tile16 formats with scale chunks) of its scale (CUtensorMaps, encoded by bind on the
+  // host; no device access), passed by value at launch.
   alignas(64) unsigned char x_map[128] = {};
   alignas(64) unsigned char w_map[128] = {};
+  alignas(64) unsigned char s_map[128] = {};
   // fp8 paths: the quantization launch (16/32-bit x), the operands the GEMM reads, split-K buffers.
   quantize::Binding quant;
   const void* xq = nullptr;

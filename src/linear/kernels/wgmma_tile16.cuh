@@ -12,7 +12,10 @@
 // registers are given to the others with setmaxnreg); warpgroups 1 and 2 each own 64 weight rows
 // (4 warps x one 16-row tile16 tile) of the CTA's 128 and all kBN tokens. A stage is 64 K: the x box
 // (kBN x 128 bytes) plus, per 16-row tile, its two tile16 chunks of the stage's runs (and their scale
-// chunks), each tile's pair of chunks one contiguous bulk copy. Full / empty mbarriers per stage.
+// chunks). The chunks of all eight tiles come as one 3-D TMA box [tile][run][chunk] (w_map, and s_map
+// for the scale chunks), so a stage costs the producer thread two or three copy instructions: with a
+// bulk copy per tile and operand (17 for NVFP4) it was the kernel's limit (docs/perf/NOTES.md,
+// 2026-12-05). Full / empty mbarriers per stage.
 //
 // Per stage a consumer warp reads its tile's two runs from shared memory (one 8-32 byte load per lane
 // and run, the decode kernels' fragments), decodes them exactly to BF16 / F16 pairs (mma_pack_row,
@@ -172,12 +175,15 @@ B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned l
 // kSplitNone, or for wgmma_split_scales formats one of the pair launched over the same grid),
 // kCluster (1, or 2: clusters of two CTAs along grid.y; see wgmma_cluster_ok).
 // x_map: the TMA map of x [m, k] (16-bit, box {64, kBN / kCluster}, 128-byte swizzle, zeros outside);
+// w_map / s_map: the tile16 data / scale as [n / 16 tiles][k / 32 runs][chunk] (32-bit elements, box
+// {chunk / 4, 2, 8}, no swizzle, zeros outside; s_map unused where tile16_scale_chunk_bytes is 0);
 // data / scale: the tile16 weight (n % 16 == 0, 16-byte aligned); y [m, n] 16-byte aligned rows.
 // grid = (ceil(m / kBN), ceil(n / 128)), launched with cluster (1, kCluster, 1); dynamic shared
 // memory wgmma_smem_bytes(kFormat, kBN).
 template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone, int kCluster = 1>
 __global__ void __launch_bounds__(device::kWgThreads, 1)
-    linear_wgmma_tile16_kernel(const __grid_constant__ device::TmaMap x_map, const unsigned char* __restrict__ data,
+    linear_wgmma_tile16_kernel(const __grid_constant__ device::TmaMap x_map, const __grid_constant__ device::TmaMap w_map,
+                               const __grid_constant__ device::TmaMap s_map, const unsigned char* __restrict__ data,
                                const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale,
                                const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
                                int m, long long n, long long k) {
@@ -234,18 +240,12 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
       for (int kb = 0; kb < kblocks; ++kb) {
         const int s = kb % kS;
         if (kb >= kS) mbar_wait(empty(s), ((kb / kS) - 1) & 1);
-        const long long j0 = 2LL * kb;
-        const int live_runs = runs - j0 < 2 ? 1 : 2;
         unsigned char* st = ring + s * kStage;
-        mbar_arrive_expect_tx(full(s), kXBytes + live_tiles * live_runs * (kC + kSC));  // all parts of x
+        // Whole boxes: the zeros TMA writes past K (an odd run count) and past N count too.
+        mbar_arrive_expect_tx(full(s), kXBytes + (kWgRows / 16) * 2 * (kC + kSC));  // all parts of x
         tma_load_2d_shared<kCluster>(smem_u32(st), &x_map, kWgStageK * kb, m0, kBN, 2 * kWgStageK, full(s), rank);
-        for (int T = 0; T < live_tiles; ++T) {
-          const long long tr = (tile0 + T) * runs + j0;  // chunk (tile, run j0)
-          bulk_load(smem_u32(st + kWOff + T * 2 * kC), data + tr * kC, live_runs * kC, full(s));
-          if constexpr (kSC > 0)
-            bulk_load(smem_u32(st + kSOff + T * 2 * kSC), scale + tr * kSC,
-                      live_runs * kSC, full(s));
-        }
+        tma_load_3d(smem_u32(st + kWOff), &w_map, 0, 2 * kb, static_cast<int>(tile0), full(s));
+        if constexpr (kSC > 0) tma_load_3d(smem_u32(st + kSOff), &s_map, 0, 2 * kb, static_cast<int>(tile0), full(s));
       }
     }
     cluster_exit_sync<kCluster>();
@@ -457,7 +457,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   }
   cluster_exit_sync<kCluster>();
 #else
-  (void)x_map, (void)data, (void)scale, (void)scale2, (void)act_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
+  (void)x_map, (void)w_map, (void)s_map, (void)data, (void)scale, (void)scale2, (void)act_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
 #endif
 }
 
