@@ -15,6 +15,12 @@ struct alignas(64) TmaMap {
 };
 
 B12X_DEV unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+// 16 bytes of shared memory (16-byte aligned shared address); volatile: stays after the barrier wait.
+B12X_DEV U32x4 lds_u32x4(unsigned addr) {
+  U32x4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
 
 // ---- mbarriers (shared::cta, 64-bit) ----
 B12X_DEV void mbar_init(unsigned bar, unsigned count) {

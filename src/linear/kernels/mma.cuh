@@ -111,7 +111,8 @@ B12X_DEV void mma_k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsign
 // The decode kernels' FP4 form: a lane's elements i and i + 4 share a pair (e2m1x2_bits_spread: no
 // byte permute per pair; mma_compute_step pairs the activations the same way) and NVFP4 pairs are
 // element * scale * 2^-nvfp4_sum_shift (nvfp4_pair: one packed multiply). The prefill kernel
-// (wgmma_tile16.cuh) keeps the plain form: pairs (2i, 2i + 1), element * scale.
+// (wgmma_tile16.cuh) gathers its FP4 pairs (2i, 2i + 1) across the quad and multiplies NVFP4's the
+// same way.
 constexpr bool mma_fp4_spread(int format) { return format == kFmtNvfp4 || format == kFmtMxfp4; }
 
 // A lane's 8 elements of one row and run as 4 kT pairs (elements 0-1, 2-3, 4-5, 6-7; kFp4Decode FP4:

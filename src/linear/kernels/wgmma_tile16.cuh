@@ -22,8 +22,11 @@
 // the decode path's conversions), and moves them into wgmma's K order: in tile16 a lane holds
 // elements 8t .. 8t+7 of a run, while wgmma wants the lane's A fragment at K 2t, 2t+1, 2t+8, 2t+9 of
 // each k16 step (x in shared memory is in natural K order). That is a 4 x 4 transpose of 32-bit pairs
-// across the lane's quad: two rounds of shuffles (wgmma_quad_transpose). Then four wgmma
-// m64 n kBN k16, committed as one group; the stage is released once they have completed.
+// across the lane's quad: two rounds of shuffles (wgmma_quad_transpose). FP4 weights skip it: a pair
+// is one byte, so every lane loads its quad's 32 bytes and byte-permutes out byte t of each word (the
+// pairs at K 8c + 2t), 6 PRMT per run instead of 8 SHFL and their selects, before decoding (NVFP4:
+// the pairs of k16 step s then all take the scale of group s). Then four wgmma m64 n kBN k16,
+// committed as one group; the stage is released once they have completed.
 //
 // Scales: fp8_channel's row scale and the FP32 tensor scale (fp8_tensor, nvfp4 weight_scale_2) in
 // the epilogue, like reference_linear's alpha; NVFP4's E4M3 block scale and (BF16 activations only)
@@ -203,6 +206,8 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   constexpr int kWOff = wgmma_w_offset(kFormat, kBN, 0), kSOff = wgmma_scale_offset(kFormat, kBN, 0);
   constexpr int kWords = mma_lane_words(kFormat);
   constexpr bool kTrackNan = mma_track_e4m3_nan(kFormat, kT);
+  // FP4: the lane gathers wgmma's pairs from its quad's bytes (no quad transpose).
+  constexpr bool kGather = kFormat == kFmtNvfp4 || kFormat == kFmtMxfp4;
   // kSplitFold: MXFP8's scales folded into the pairs, no promotion.
   constexpr bool kFold = kSplit == kSplitFold;
   constexpr bool kRunScaled = wgmma_run_scaled(kFormat, kAct) && !kFold, kStageScaled = wgmma_stage_scaled(kFormat);
@@ -278,7 +283,18 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
       const bool live = u == 0 || second;
       unsigned lo[kWords] = {}, hi[kWords] = {};
       const unsigned char* slot = w + u * kC + 2 * 4 * kWords * lane;
-      if (live) {
+      if constexpr (kGather) {
+        // Quad g's 32 bytes: row g's word then row g + 8's of lanes 4g .. 4g+3. Byte t of lane c's
+        // word holds elements 8c + 2t, 8c + 2t + 1: gathered into byte c, they are pair c of
+        // wgmma's order (a[u][c / 2][c % 2 ? 2 : 0] and, for row g + 8, [1 / 3]).
+        if (live) {
+          const unsigned q = smem_u32(w + u * kC + 32 * g);
+          const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16);
+          const unsigned sel = static_cast<unsigned>(t) | static_cast<unsigned>(t + 4) << 4;
+          lo[0] = byte_perm(byte_perm(q0.x, q0.z, sel), byte_perm(q1.x, q1.z, sel), 0x5410u);
+          hi[0] = byte_perm(byte_perm(q0.y, q0.w, sel), byte_perm(q1.y, q1.w, sel), 0x5410u);
+        }
+      } else if (live) {
         if constexpr (kWords == 4) {
           const U32x4 va = ld_u32x4(slot), vb = ld_u32x4(slot + 16);
           lo[0] = va.x, lo[1] = va.y, lo[2] = va.z, lo[3] = va.w;
@@ -292,10 +308,19 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         }
       }
       unsigned sb_lo = 0, sb_hi = 0;
-      if constexpr (kFormat == kFmtNvfp4) {  // E4M3 byte pair (row g, row g + 8) of group t / 2
-        const unsigned pr = !live ? 0u : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 16 * (t >> 1) + 2 * g);
-        if constexpr (kTrackNan) nan_lo |= e4m3_nan_bits(pr & 0xFFu), nan_hi |= e4m3_nan_bits(pr >> 8);
-        sb_lo = e4m3_scale_pair<kT>(pr & 0xFFu), sb_hi = e4m3_scale_pair<kT>(pr >> 8);
+      unsigned sg_lo[2] = {}, sg_hi[2] = {};  // NVFP4: the scale pairs of groups 0 and 1 (k16 steps 0, 1)
+      if constexpr (kFormat == kFmtNvfp4) {
+        // E4M3 bytes: group 0 row g, row g + 8, group 1 row g, row g + 8; each group's pair converted
+        // at once (nvfp4_scale_pair: the scale * 2^-nvfp4_sum_shift form), then spread to both halves.
+        const unsigned sw = !live ? 0u
+                                  : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g) |
+                                        static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(sc + u * kSC + 16 + 2 * g)) << 16;
+        if constexpr (kTrackNan) nan_lo |= e4m3_nan_bits(sw & 0x00FF00FFu), nan_hi |= e4m3_nan_bits(sw & 0xFF00FF00u);
+        B12X_UNROLL
+        for (int q = 0; q < 2; ++q) {
+          const unsigned pair = nvfp4_scale_pair<kT>(sw, q);
+          sg_lo[q] = byte_perm(pair, 0u, 0x1010u), sg_hi[q] = byte_perm(pair, 0u, 0x3232u);
+        }
       } else if constexpr (kFormat == kFmtMxfp4 || kFormat == kFmtMxfp8) {  // UE8M0 byte pair (row g, row g + 8)
         const unsigned pr = !live ? 0u : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g);
         if constexpr (kRunScaled) rs[u][0] = ue8m0_to_f32(pr & 0xFFu), rs[u][1] = ue8m0_to_f32(pr >> 8);
@@ -309,14 +334,19 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         for (int i = 0; i < kWords; ++i) nan_lo |= e4m3_nan_bits(lo[i]), nan_hi |= e4m3_nan_bits(hi[i]);
       }
       unsigned pl[4], ph[4];
-      mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(lo, sb_lo, pl);
-      mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(hi, sb_hi, ph);
+      if constexpr (kFormat == kFmtNvfp4) {  // gathered pairs 0, 1: group 0; 2, 3: group 1 (one multiply each)
+        B12X_UNROLL
+        for (int i = 0; i < 4; ++i)
+          pl[i] = nvfp4_pair<kT>(lo[0], i, sg_lo[i >> 1]), ph[i] = nvfp4_pair<kT>(hi[0], i, sg_hi[i >> 1]);
+      } else {
+        mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(lo, sb_lo, pl);
+        mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(hi, sb_hi, ph);
+      }
       if constexpr ((kFormat == kFmtMxfp4 || kFormat == kFmtMxfp8) && !kRunScaled) {  // the block scale, folded exactly
         B12X_UNROLL
         for (int i = 0; i < 4; ++i) pl[i] = mul2<kT>(pl[i], sb_lo), ph[i] = mul2<kT>(ph[i], sb_hi);
       }
-      wgmma_quad_transpose(pl, t);
-      wgmma_quad_transpose(ph, t);
+      if constexpr (!kGather) wgmma_quad_transpose(pl, t), wgmma_quad_transpose(ph, t);
       B12X_UNROLL
       for (int ks = 0; ks < 2; ++ks) {
         a[u][ks][0] = pl[2 * ks], a[u][ks][1] = ph[2 * ks];
@@ -415,6 +445,11 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
       if (f_lo) acc[4 * c] = qnan, acc[4 * c + 1] = qnan;
       if (f_hi) acc[4 * c + 2] = qnan, acc[4 * c + 3] = qnan;
     }
+  }
+
+  if constexpr (kFormat == kFmtNvfp4 && nvfp4_sum_shift<kT>() > 0) {  // the sums are in units of 2^-shift
+    B12X_UNROLL
+    for (int i = 0; i < kBN / 2; ++i) acc[i] = mul_rn(acc[i], static_cast<float>(1 << nvfp4_sum_shift<kT>()));
   }
 
   // Stage the tile through shared memory: every consumer has finished with the ring.
