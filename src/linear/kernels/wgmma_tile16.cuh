@@ -90,6 +90,17 @@ constexpr bool wgmma_supports(int format, int act) { return mma_supports(format,
 // which fits the consumers' 232 registers up to 128 tokens.
 constexpr int wgmma_max_tokens_per_cta(int format, int act) { return wgmma_promoted(format, act) ? 128 : 256; }
 
+// FP4 weights: lane t's A pairs of one run without a quad transpose. q: its quad's 32 bytes of the
+// run's tile16 chunk (lanes 4g .. 4g+3, each row g's word then row g + 8's: words 2c, 2c + 1 are lane
+// 4g + c's). Byte t of lane c's word holds elements 8c + 2t and 8c + 2t + 1 (low, high nibble); they
+// land in byte c of lo (row g) / hi (row g + 8): wgmma's pair c (K step c / 2, register 0 / 2 for
+// row g, 1 / 3 for row g + 8). tests/linear/test_pack16.cpp checks it against tile16_data_src.
+B12X_DEV void wgmma_fp4_gather(const unsigned (&q)[8], int t, unsigned& lo, unsigned& hi) {
+  const unsigned sel = static_cast<unsigned>(t) | static_cast<unsigned>(t + 4) << 4;  // byte t of two words
+  lo = byte_perm(byte_perm(q[0], q[2], sel), byte_perm(q[4], q[6], sel), 0x5410u);
+  hi = byte_perm(byte_perm(q[1], q[3], sel), byte_perm(q[5], q[7], sel), 0x5410u);
+}
+
 constexpr int wgmma_x_bytes(int bn) { return bn * 2 * kWgStageK; }
 // A stage: the x box (1024-byte aligned for the swizzle), then per 16-row tile T its two weight
 // chunks, then per tile its two scale chunks; rounded up to 1024 bytes. The producer writes and the
@@ -290,9 +301,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         if (live) {
           const unsigned q = smem_u32(w + u * kC + 32 * g);
           const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16);
-          const unsigned sel = static_cast<unsigned>(t) | static_cast<unsigned>(t + 4) << 4;
-          lo[0] = byte_perm(byte_perm(q0.x, q0.z, sel), byte_perm(q1.x, q1.z, sel), 0x5410u);
-          hi[0] = byte_perm(byte_perm(q0.y, q0.w, sel), byte_perm(q1.y, q1.w, sel), 0x5410u);
+          wgmma_fp4_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w}, t, lo[0], hi[0]);
         }
       } else if (live) {
         if constexpr (kWords == 4) {
