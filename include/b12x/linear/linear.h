@@ -3,11 +3,12 @@
 // formats/weight.h), FP32 accumulation and a BF16 / FP16 / FP32 output. The CPU spec is
 // reference_linear(act = a16) (linear/reference.h).
 //
-// Today the op has its decode path: M = 1..16 tokens, served by one of four weight-streaming kernels
-// that decode every weight element exactly once, in registers:
+// docs/LINEAR.md has the design of the 16-bit-activation paths below. The decode path: M = 1..16
+// tokens, served by one of four weight-streaming kernels that decode every weight element exactly
+// once, in registers:
 //  * mma_tile16 (src/linear/kernels/mma_tile16.cuh): the mma kernel's arithmetic on weights prepared
-//    in the tile16 layout (formats/tile16.h), fetched by bulk copies into a per-warp shared-memory
-//    ring; the fast path for every format it serves (Caps::layout = tile16).
+//    in the tile16 layout (formats/tile16.h), fetched by cp.async into a per-warp shared-memory ring;
+//    the fast path for every format it serves (Caps::layout = tile16).
 //  * mma_iq2 (src/linear/kernels/mma_iq2.cuh): the same for IQ2_XXS / IQ2_XS tile16 weights (the
 //    codebook in shared memory, converted to the activation type).
 //  * mma  (src/linear/kernels/mma.cuh): tensor cores (mma.sync m16n8k16, FP32 accumulation), the
@@ -22,7 +23,7 @@
 // names say which.
 // The prefill path (M > 16 tokens, sm_90a): wgmma_tile16 (src/linear/kernels/wgmma_tile16.cuh), a
 // warp-specialised wgmma GEMM on tile16 weights: the weight rows are the MMA's M side, decoded
-// exactly into register fragments in the main loop; x arrives by TMA. It serves the formats of
+// exactly into register fragments in the main loop; x and the weight's chunks arrive by TMA. It serves the formats of
 // prefill_supports (every format of the decode mma path; IQ2 not yet); max_tokens > 16 with IQ2 or
 // with checkpoint-layout weights throws Unsupported.
 // Quantized activations (caps.act = fp8_tensor / fp8_token / fp8_block, issue 6; sm_90a): x is
