@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 
 #include "b12x/b12x.h"
@@ -14,6 +15,7 @@
 #include "b12x/runtime/freeze.h"
 #include "b12x/runtime/jit.h"
 #include "b12x/runtime/registry.h"
+#include "support/env.h"
 #include "support/errors.h"
 #include "runtime/selftest.h"
 
@@ -29,16 +31,16 @@ class CacheTest : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("b12x-cache-test-" + std::to_string(::getpid()) + "-" +
                                         std::to_string(std::random_device{}()));
     fs::create_directories(dir_);
-    ::setenv("B12X_CACHE_DIR", dir_.c_str(), 1);
-    ::unsetenv("B12X_DISABLE_DISK_CACHE");
+    cache_dir_.emplace("B12X_CACHE_DIR", dir_.c_str());
+    disk_on_.emplace("B12X_DISABLE_DISK_CACHE", nullptr);
     unfreeze_kernel_resolution();
     clear_compile_cache();
   }
   void TearDown() override {
     unfreeze_kernel_resolution();
     clear_compile_cache();
-    ::unsetenv("B12X_CACHE_DIR");
-    ::unsetenv("B12X_DISABLE_DISK_CACHE");
+    disk_on_.reset();  // the process's own values again
+    cache_dir_.reset();
     fs::remove_all(dir_);
   }
   // A spec unique to this test run, so no other process's cache entry can answer it.
@@ -52,17 +54,20 @@ class CacheTest : public ::testing::Test {
     return (dir_ / key.substr(0, 2) / (key + ".cubin")).string();
   }
   fs::path dir_;
+  std::optional<test::ScopedEnv> cache_dir_, disk_on_;
 };
 
 TEST_F(CacheTest, DirectoryResolutionFollowsTheEnvironment) {
   EXPECT_EQ(disk_cache_dir(), dir_.string());
-  ::unsetenv("B12X_CACHE_DIR");
-  ::setenv("XDG_CACHE_HOME", "/tmp/xdg-b12x", 1);
-  EXPECT_EQ(disk_cache_dir(), "/tmp/xdg-b12x/b12x");
-  ::unsetenv("XDG_CACHE_HOME");
-  ::setenv("HOME", "/home/someone", 1);
+  const test::ScopedEnv no_dir("B12X_CACHE_DIR", nullptr);
+  {
+    const test::ScopedEnv xdg("XDG_CACHE_HOME", "/tmp/xdg-b12x");
+    EXPECT_EQ(disk_cache_dir(), "/tmp/xdg-b12x/b12x");
+  }
+  const test::ScopedEnv no_xdg("XDG_CACHE_HOME", nullptr);
+  const test::ScopedEnv home("HOME", "/home/someone");  // restored for the tests after this one
   EXPECT_EQ(disk_cache_dir(), "/home/someone/.cache/b12x");
-  ::setenv("B12X_DISABLE_DISK_CACHE", "1", 1);
+  const test::ScopedEnv off("B12X_DISABLE_DISK_CACHE", "1");
   EXPECT_EQ(disk_cache_dir(), "");
 }
 
@@ -117,7 +122,7 @@ TEST_F(CacheTest, TruncatedOrAlteredEntriesAreRebuilt) {
 }
 
 TEST_F(CacheTest, DisabledDiskCacheWritesNothing) {
-  ::setenv("B12X_DISABLE_DISK_CACHE", "1", 1);
+  const test::ScopedEnv off("B12X_DISABLE_DISK_CACHE", "1");
   const KernelSpec s = unique_spec();
   cached_cubin(s, "sm_90a");
   EXPECT_EQ(compile_cache_info().misses, 1u);

@@ -1,4 +1,5 @@
-// An environment variable set for one scope (tests of env-driven behaviour), restored after.
+// An environment variable set (value nullptr: unset) for one scope (tests of env-driven behaviour),
+// restored after: set again to its old value, or unset if it had none.
 #pragma once
 #include <cstdlib>
 #include <optional>
@@ -10,7 +11,8 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
