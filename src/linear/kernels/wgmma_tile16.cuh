@@ -33,9 +33,10 @@
 // MXFP4's UE8M0 scale folded exactly into the decoded pair (pack16.cuh: ue8m0_bf16_pair). MXFP8 with
 // BF16 x folds too where every UE8M0 scale of the CTA's 128 rows lies in 2^-124 .. 2^119 (E4M3 x 2^e
 // is then a BF16 value: every real checkpoint). Folding and promotion do not fit one kernel's 168
-// registers together, so such a path launches two instances over the same grid (kSplit): kSplitFold
-// CTAs run the rows whose scales fold and exit on the others, kSplitPromote CTAs the reverse; each
-// CTA checks its rows' scale bytes before anything else (ue8m0_bf16_foldable). Otherwise, and for the
+// registers together, so such a path launches two instances (kSplit), each over its own grid:
+// kSplitFold CTAs (up to 256 tokens) run the 128-row blocks whose scales fold and exit on the
+// others, kSplitPromote CTAs (up to 128 tokens) the reverse; each CTA checks its rows' scale bytes
+// before anything else (ue8m0_bf16_foldable), so every row block is run by exactly one of them. Otherwise, and for the
 // block scales that never fold exactly (Q8_0's FP16
 // d; MXFP4 / MXFP8 into F16; fp8_block's FP32), they multiply FP32 partial sums, as the decode path
 // does: each scale group's wgmma (a run of 32 K; fp8_block: the 64-K stage) accumulate into a zeroed
@@ -89,6 +90,9 @@ constexpr bool wgmma_supports(int format, int act) { return mma_supports(format,
 // Tokens per CTA the kernel may take: promotion keeps a second accumulator set of kBN / 2 registers,
 // which fits the consumers' 232 registers up to 128 tokens.
 constexpr int wgmma_max_tokens_per_cta(int format, int act) { return wgmma_promoted(format, act) ? 128 : 256; }
+// The same for an instance of a split pair: the fold instance promotes nothing and takes 256 tokens
+// (its own grid), the promote instance 128.
+constexpr int wgmma_split_max_tokens(int split) { return split == kSplitFold ? 256 : 128; }
 
 // FP4 weights: lane t's A pairs of one run without a quad transpose. q: its quad's 32 bytes of the
 // run's tile16 chunk (lanes 4g .. 4g+3, each row g's word then row g + 8's: words 2c, 2c + 1 are lane
@@ -204,7 +208,8 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   using namespace device;
   static_assert(wgmma_supports(kFormat, kAct), "format not served by the prefill kernel");
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "tokens per CTA: 64, 128 or 256");
-  static_assert(kBN <= wgmma_max_tokens_per_cta(kFormat, kAct), "promoted formats: at most 128 tokens per CTA");
+  static_assert(kBN <= (kSplit == kSplitNone ? wgmma_max_tokens_per_cta(kFormat, kAct) : wgmma_split_max_tokens(kSplit)),
+                "promoted formats: at most 128 tokens per CTA");
   static_assert(kSplit == kSplitNone || wgmma_split_scales(kFormat, kAct), "split instances: MXFP8 with BF16 x");
   static_assert(kCluster == 1 || (kCluster == 2 && kSplit == kSplitNone),
                 "clusters of 1 or 2 CTAs; split instances pick their CTAs one by one");
