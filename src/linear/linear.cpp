@@ -606,7 +606,7 @@ void run(const Binding& binding, cudaStream_t stream) {
     void* x_map = const_cast<unsigned char*>(binding.x_map);
     void* w_map = const_cast<unsigned char*>(binding.w_map);
     void* s_map = const_cast<unsigned char*>(binding.s_map);
-    void* args[] = {x_map, w_map, s_map, &data, &scale, &scale2, &act_scale, &bias, &bias_dtype, &y, &m, &n, &k};
+    void* args[] = {x_map, w_map, s_map, &scale, &scale2, &act_scale, &bias, &bias_dtype, &y, &m, &n, &k};
     const dim3 grid(static_cast<unsigned>((binding.m + path.tokens_per_cta - 1) / path.tokens_per_cta), path.grid.y);
     path.kernel->launch(grid, path.block, path.smem_bytes, stream, args, dim3(1, path.cluster, 1));
     if (path.split_kernel) {  // the other row blocks, on the second instance's own grid and x boxes

@@ -212,13 +212,14 @@ B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned l
 // x_map: the TMA map of x [m, k] (16-bit, box {64, kBN / kCluster}, 128-byte swizzle, zeros outside);
 // w_map / s_map: the tile16 data / scale as [n / 16 tiles][k / 32 runs][chunk] (32-bit elements, box
 // {chunk / 4, 2, 8}, no swizzle, zeros outside; s_map unused where tile16_scale_chunk_bytes is 0);
-// data / scale: the tile16 weight (n % 16 == 0, 16-byte aligned); y [m, n] 16-byte aligned rows.
+// scale: the tile16 weight's scale (read directly by the MXFP8 split check and fp8_block / fp8_channel;
+// n % 16 == 0, 16-byte aligned); y [m, n] 16-byte aligned rows.
 // grid = (ceil(m / kBN), ceil(n / 128)), launched with cluster (1, kCluster, 1); dynamic shared
 // memory wgmma_smem_bytes(kFormat, kBN).
 template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone, int kCluster = 1>
 __global__ void __launch_bounds__(device::kWgThreads, 1)
     linear_wgmma_tile16_kernel(const __grid_constant__ device::TmaMap x_map, const __grid_constant__ device::TmaMap w_map,
-                               const __grid_constant__ device::TmaMap s_map, const unsigned char* __restrict__ data,
+                               const __grid_constant__ device::TmaMap s_map,
                                const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale,
                                const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
                                int m, long long n, long long k) {
@@ -533,7 +534,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   }
   cluster_exit_sync<kCluster>();
 #else
-  (void)x_map, (void)w_map, (void)s_map, (void)data, (void)scale, (void)scale2, (void)act_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
+  (void)x_map, (void)w_map, (void)s_map, (void)scale, (void)scale2, (void)act_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
 #endif
 }
 
