@@ -7,7 +7,7 @@
 # and run its GPU tests when python3 there imports torch); googletest's own GTEST_FILTER narrows the
 # C++ GPU test binaries (e.g. GTEST_FILTER='LinearFp8Gpu.*' with GPU_TEST_FILTER=gpu.linear); BENCH_COMPARE_ENV
 # (e.g. "B12X_CLUSTERS=1") runs the same benchmarks a second time with those variables set, rows in
-# bench-compare.csv: an A/B of a switch in one call. Python test packages the machine lacks
+# bench-compare.csv, and scripts/bench_compare.py's table of the two: an A/B of a switch in one call. Python test packages the machine lacks
 # travel as wheels in .whl (carry it): gguf, for tests/oracle.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -65,6 +65,8 @@ if [[ -x build-gpu/b12x ]] && build-gpu/b12x bench --help >/dev/null 2>&1; then
     env $BENCH_COMPARE_ENV build-gpu/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} \
       --csv "$out/bench-compare.csv" 2>&1 | tee "$out/bench-compare.log" | tail -70
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+    step "A/B: unset -> $BENCH_COMPARE_ENV"
+    python3 scripts/bench_compare.py "$out/bench.csv" "$out/bench-compare.csv" || true
   fi
 fi
 
