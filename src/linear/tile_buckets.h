@@ -14,8 +14,8 @@
 namespace b12x::linear {
 
 // Whether plans may launch the GEMMs' CTA pairs (thread-block clusters sharing x by multicast):
-// only with B12X_CLUSTERS=1 (correct on an H100, but the prefill pairs measured 2.1x slower:
-// docs/perf/NOTES.md, 2026-12-05); read at each plan.
+// only with B12X_CLUSTERS=1 (correct on an H100, but no faster there: neutral at 4096 tokens, 8-10%
+// slower at 512x4096x14336; docs/perf/NOTES.md, 2026-12-05); read at each plan.
 inline bool clusters_enabled() { return detail::env_flag("B12X_CLUSTERS"); }
 
 // (largest M, tokens per tile) in order, the last one ending at max_tokens. row_tiles: the

@@ -37,7 +37,7 @@ namespace b12x {
 namespace {
 
 // Every plan of this binary (linear_gpu, linear_fp8_gpu, linear_act16_gpu) may pair CTAs in clusters
-// (B12X_CLUSTERS, opt-in: slower as measured so far): the paired and unpaired paths run by their shapes.
+// (B12X_CLUSTERS, opt-in: no faster as measured so far): the paired and unpaired paths run by their shapes.
 const int kClustersOn = (::setenv("B12X_CLUSTERS", "1", 1), 0);
 
 using test::DeviceBuffer;
