@@ -26,7 +26,7 @@
 #include "linear/tile_buckets.h"
 #include "linear/kernels/mma_iq2.cuh"        // stage / shared-memory sizes (constexpr, host-compilable)
 #include "linear/kernels/wgmma_tile16.cuh"   // the same for the prefill kernel
-#include "runtime/cuda_api.h"                // cuTensorMapEncodeTiled (bind: x's TMA descriptor)
+#include "linear/tma_map.h"                // encode_tma_map
 
 namespace b12x::linear {
 
@@ -289,34 +289,18 @@ std::vector<int64_t> path_tokens(const Caps& caps, int sm_count) {
 // x [m, k] (16-bit) as the prefill kernel's TMA map: boxes of 64 K x box_rows tokens, 128-byte
 // swizzle (the wgmma B descriptor's), zeros outside.
 void encode_x_map(unsigned char (&out)[128], const TensorView& x, int64_t m, int64_t k, int box_rows) {
-  static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(m)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(device::kWgStageK), static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  B12X_CU_CHECK(detail::driver().cuTensorMapEncodeTiled(
-      &map, x.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-      const_cast<void*>(x.data), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  std::memcpy(out, &map, sizeof map);
+  encode_tma_map(out, x.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                 x.data, {static_cast<uint64_t>(k), static_cast<uint64_t>(m)}, {static_cast<uint64_t>(k) * 2},
+                 {static_cast<uint32_t>(device::kWgStageK), static_cast<uint32_t>(box_rows)}, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 // A tile16 tensor (data or scale) as the prefill kernel's 3-D TMA map: [n / 16 tiles][k / 32 runs]
 // [chunk bytes / 4] of 32-bit elements, box {chunk / 4, 2, 8} (chunk % 16 == 0, <= 1024 bytes).
 void encode_tile16_map(unsigned char (&out)[128], const void* base, int64_t n, int64_t k, int chunk) {
-  static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
-  CUtensorMap map;
-  const cuuint64_t runs = static_cast<cuuint64_t>(k / 32);
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(chunk / 4), runs, static_cast<cuuint64_t>(n / 16)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(chunk), runs * static_cast<cuuint64_t>(chunk)};
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(chunk / 4), 2, static_cast<cuuint32_t>(device::kWgRows / 16)};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  B12X_CU_CHECK(detail::driver().cuTensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_UINT32, 3, const_cast<void*>(base), dims, strides, box, elem_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  std::memcpy(out, &map, sizeof map);
+  const uint64_t runs = static_cast<uint64_t>(k / 32), c = static_cast<uint64_t>(chunk);
+  encode_tma_map(out, CU_TENSOR_MAP_DATA_TYPE_UINT32, base, {c / 4, runs, static_cast<uint64_t>(n / 16)}, {c, runs * c},
+                 {static_cast<uint32_t>(chunk / 4), 2, static_cast<uint32_t>(device::kWgRows / 16)},
+                 CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 }  // namespace
@@ -577,7 +561,7 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
     const int fmt = static_cast<int>(caps.format);
     encode_tile16_map(b.w_map, w.data.data, caps.n, caps.k, device::tile16_chunk_bytes(fmt));
     const int scale_chunk = device::tile16_scale_chunk_bytes(fmt);
-    std::memcpy(b.s_map, b.w_map, sizeof b.s_map);  // unused by formats without scale chunks
+    // Formats without scale chunks leave s_map zero: the kernel never reads it.
     if (scale_chunk > 0) encode_tile16_map(b.s_map, w.scale.data, caps.n, caps.k, scale_chunk);
   }
   return b;
