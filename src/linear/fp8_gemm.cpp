@@ -13,7 +13,8 @@
 #include "formats/kernel_weight.h"
 #include "linear/tile_buckets.h"
 #include "linear/kernels/wgmma_fp8.cuh"  // tile / stage / shared-memory sizes (constexpr, host-compilable)
-#include "runtime/cuda_api.h"            // cuTensorMapEncodeTiled, B12X_CUDA_CHECK
+#include "runtime/cuda_api.h"            // B12X_CUDA_CHECK
+#include "linear/tma_map.h"               // encode_tma_map
 
 namespace b12x::linear {
 
@@ -228,17 +229,9 @@ namespace {
 // A 2-D E4M3 [rows, k] row-major tensor as a TMA map: boxes of 128 K x box_rows rows, 128-byte
 // swizzle (the wgmma descriptors' layout), zeros outside.
 void encode_map(unsigned char (&out)[128], const void* base, int64_t rows, int64_t k, int box_rows) {
-  static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(device::kF8StageK), static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  B12X_CU_CHECK(detail::driver().cuTensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  std::memcpy(out, &map, sizeof map);
+  encode_tma_map(out, CU_TENSOR_MAP_DATA_TYPE_UINT8, base, {static_cast<uint64_t>(k), static_cast<uint64_t>(rows)},
+                 {static_cast<uint64_t>(k)}, {static_cast<uint32_t>(device::kF8StageK), static_cast<uint32_t>(box_rows)},
+                 CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 }  // namespace

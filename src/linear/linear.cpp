@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,7 +26,7 @@
 #include "linear/tile_buckets.h"
 #include "linear/kernels/mma_iq2.cuh"        // stage / shared-memory sizes (constexpr, host-compilable)
 #include "linear/kernels/wgmma_tile16.cuh"   // the same for the prefill kernel
-#include "runtime/cuda_api.h"                // cuTensorMapEncodeTiled (bind: x's TMA descriptor)
+#include "linear/tma_map.h"                // encode_tma_map
 
 namespace b12x::linear {
 
@@ -100,9 +101,12 @@ KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta, int split = dev
 // The prefill paths as (largest M, tokens per CTA), in order, the last one ending at max_tokens: 64
 // tokens per CTA up to M = 64, 128 up to 128, and 128 further while 256-token CTAs would not give
 // every SM one (a grid of ceil(M / 256) x ceil(N / 128) CTAs below the SM count), then 256; formats
-// whose block scales are promoted (wgmma_max_tokens_per_cta) stay at 128.
+// whose block scales are promoted (wgmma_max_tokens_per_cta) stay at 128. Split paths (MXFP8 with
+// BF16 x): the buckets of the fold instance (256); the promote instance takes min(bucket, 128).
 std::vector<std::pair<int64_t, int>> prefill_buckets(const Caps& caps, int sm_count) {
-  const int widest = device::wgmma_max_tokens_per_cta(static_cast<int>(caps.format), act_code(caps.act_dtype));
+  const int f = static_cast<int>(caps.format), a = act_code(caps.act_dtype);
+  const int widest = device::wgmma_split_scales(f, a) ? device::wgmma_split_max_tokens(device::kSplitFold)
+                                                      : device::wgmma_max_tokens_per_cta(f, a);
   return tile_buckets({{kPrefillBuckets[0], 64}, {kPrefillBuckets[1], 128}}, widest,
                       (caps.n + device::kWgRows - 1) / device::kWgRows, sm_count, caps.max_tokens);
 }
@@ -282,21 +286,21 @@ std::vector<int64_t> path_tokens(const Caps& caps, int sm_count) {
   return out;
 }
 
+// x [m, k] (16-bit) as the prefill kernel's TMA map: boxes of 64 K x box_rows tokens, 128-byte
+// swizzle (the wgmma B descriptor's), zeros outside.
+void encode_x_map(unsigned char (&out)[128], const TensorView& x, int64_t m, int64_t k, int box_rows) {
+  encode_tma_map(out, x.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                 x.data, {static_cast<uint64_t>(k), static_cast<uint64_t>(m)}, {static_cast<uint64_t>(k) * 2},
+                 {static_cast<uint32_t>(device::kWgStageK), static_cast<uint32_t>(box_rows)}, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
 // A tile16 tensor (data or scale) as the prefill kernel's 3-D TMA map: [n / 16 tiles][k / 32 runs]
 // [chunk bytes / 4] of 32-bit elements, box {chunk / 4, 2, 8} (chunk % 16 == 0, <= 1024 bytes).
 void encode_tile16_map(unsigned char (&out)[128], const void* base, int64_t n, int64_t k, int chunk) {
-  static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
-  CUtensorMap map;
-  const cuuint64_t runs = static_cast<cuuint64_t>(k / 32);
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(chunk / 4), runs, static_cast<cuuint64_t>(n / 16)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(chunk), runs * static_cast<cuuint64_t>(chunk)};
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(chunk / 4), 2, static_cast<cuuint32_t>(device::kWgRows / 16)};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  B12X_CU_CHECK(detail::driver().cuTensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_UINT32, 3, const_cast<void*>(base), dims, strides, box, elem_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  std::memcpy(out, &map, sizeof map);
+  const uint64_t runs = static_cast<uint64_t>(k / 32), c = static_cast<uint64_t>(chunk);
+  encode_tma_map(out, CU_TENSOR_MAP_DATA_TYPE_UINT32, base, {c / 4, runs, static_cast<uint64_t>(n / 16)}, {c, runs * c},
+                 {static_cast<uint32_t>(chunk / 4), 2, static_cast<uint32_t>(device::kWgRows / 16)},
+                 CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 }  // namespace
@@ -339,11 +343,18 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
     const bool split = device::wgmma_split_scales(f, act_code(caps.act_dtype));
     p.cluster = prefill_cluster(split, p.grid.y);
     p.spec = make_wgmma_spec(caps, bn, split ? device::kSplitFold : device::kSplitNone, p.cluster);
-    if (split) p.split_spec = make_wgmma_spec(caps, bn, device::kSplitPromote);
+    std::string split_name;
+    if (split) {
+      p.split_tokens_per_cta = std::min(bn, device::wgmma_split_max_tokens(device::kSplitPromote));
+      p.split_smem_bytes = static_cast<size_t>(device::wgmma_smem_bytes(f, p.split_tokens_per_cta));
+      p.split_spec = make_wgmma_spec(caps, p.split_tokens_per_cta, device::kSplitPromote);
+      split_name = detail::concat(", scales=fold|promote (two launches; promote: tokens_per_cta=",
+                                  p.split_tokens_per_cta, ", stages=", device::wgmma_stages(f, p.split_tokens_per_cta),
+                                  ")");
+    }
     p.name = detail::concat("prefill.wgmma_tile16{tokens_per_cta=", bn, ", stages=", device::wgmma_stages(f, bn),
                             ", grid=ceil(M/", bn, ")x", p.grid.y, "x", device::kWgThreads,
-                            p.cluster > 1 ? ", cluster=1x2 (x multicast)" : "",
-                            split ? ", scales=fold|promote (two launches)" : "", "}");
+                            p.cluster > 1 ? ", cluster=1x2 (x multicast)" : "", split_name, "}");
     return p;
   }
   const int64_t bucket = token_bucket(tokens);
@@ -391,13 +402,11 @@ KernelSpec kernel_spec(const Caps& caps) {
 std::vector<KernelSpec> kernel_specs(const Caps& caps) {
   validate_caps(caps);
   std::vector<KernelSpec> specs;
-  std::string last;  // consecutive buckets may share a kernel
+  std::set<std::string> seen;  // buckets may share a kernel (split paths: also their second instance)
   for (int64_t b : path_tokens(caps, kDefaultSmCount)) {
     PlanPath p = plan_path(caps, b, kDefaultSmCount);
-    if (p.spec.name_expression == last) continue;
-    last = p.spec.name_expression;
-    specs.push_back(std::move(p.spec));
-    if (!p.split_spec.kernel.empty()) specs.push_back(std::move(p.split_spec));
+    for (KernelSpec* s : {&p.spec, &p.split_spec})
+      if (!s->kernel.empty() && seen.insert(s->name_expression).second) specs.push_back(std::move(*s));
   }
   if (quantizes_x(caps)) specs.push_back(quantize::kernel_spec(quantize_caps(caps)));
   if (act16::serves(caps.act)) specs.push_back(dequant::kernel_spec(act16::decode_caps(caps)));
@@ -437,16 +446,17 @@ std::vector<KernelSpec> all_kernel_specs() {
       if (!prefill_supports(info.format, act)) continue;
       for (int bn : {64, 128, 256})
         for (DType out : {DType::bf16, DType::f16, DType::f32}) {
-          if (bn > device::wgmma_max_tokens_per_cta(static_cast<int>(info.format), act_code(act))) continue;
           Caps caps;
           caps.format = info.format;
           caps.act_dtype = act;
           caps.out_dtype = out;
           caps.layout = WeightLayout::tile16;
           if (device::wgmma_split_scales(static_cast<int>(info.format), act_code(act))) {
-            specs.push_back(make_wgmma_spec(caps, bn, device::kSplitFold));
-            specs.push_back(make_wgmma_spec(caps, bn, device::kSplitPromote));
+            specs.push_back(make_wgmma_spec(caps, bn, device::kSplitFold));  // 64, 128, 256
+            if (bn <= device::wgmma_split_max_tokens(device::kSplitPromote))
+              specs.push_back(make_wgmma_spec(caps, bn, device::kSplitPromote));
           } else {
+            if (bn > device::wgmma_max_tokens_per_cta(static_cast<int>(info.format), act_code(act))) continue;
             specs.push_back(make_wgmma_spec(caps, bn));
             specs.push_back(make_wgmma_spec(caps, bn, device::kSplitNone, 2));
           }
@@ -543,25 +553,15 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
   }
   if (act16::serves(caps.act)) act16::bind(plan, scratch, x_scale, input_scale, b);  // sets x16: the kernel's x
   const TensorView& xk = b.x16.empty() ? x : b.x16;
-  if (path.kind == PathKind::prefill) {  // x [m, k] as a TMA map: boxes of 64 K x tokens_per_cta / cluster rows, zeros outside
-    static_assert(sizeof(CUtensorMap) == sizeof(b.x_map), "CUtensorMap is 128 bytes");
-    CUtensorMap map;
-    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(caps.k), static_cast<cuuint64_t>(m)};
-    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(caps.k) * 2};
-    const cuuint32_t box[2] = {static_cast<cuuint32_t>(device::kWgStageK),
-                               static_cast<cuuint32_t>(path.tokens_per_cta / path.cluster)};  // each CTA's part
-    const cuuint32_t elem_strides[2] = {1, 1};
-    B12X_CU_CHECK(detail::driver().cuTensorMapEncodeTiled(
-        &map, xk.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-        const_cast<void*>(xk.data), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-    std::memcpy(b.x_map, &map, sizeof map);
+  if (path.kind == PathKind::prefill) {
+    encode_x_map(b.x_map, xk, m, caps.k, path.tokens_per_cta / path.cluster);  // each CTA's part of the box
+    if (path.split_tokens_per_cta > 0) encode_x_map(b.split_x_map, xk, m, caps.k, path.split_tokens_per_cta);
     // The weight's tile16 data and scale as [n / 16 tiles][k / 32 runs][chunk] of 32-bit elements:
     // a stage's chunks of the CTA's eight tiles are one box {chunk / 4, 2 runs, 8 tiles}.
     const int fmt = static_cast<int>(caps.format);
     encode_tile16_map(b.w_map, w.data.data, caps.n, caps.k, device::tile16_chunk_bytes(fmt));
     const int scale_chunk = device::tile16_scale_chunk_bytes(fmt);
-    std::memcpy(b.s_map, b.w_map, sizeof b.s_map);  // unused by formats without scale chunks
+    // Formats without scale chunks leave s_map zero: the kernel never reads it.
     if (scale_chunk > 0) encode_tile16_map(b.s_map, w.scale.data, caps.n, caps.k, scale_chunk);
   }
   return b;
@@ -590,10 +590,15 @@ void run(const Binding& binding, cudaStream_t stream) {
     void* x_map = const_cast<unsigned char*>(binding.x_map);
     void* w_map = const_cast<unsigned char*>(binding.w_map);
     void* s_map = const_cast<unsigned char*>(binding.s_map);
-    void* args[] = {x_map, w_map, s_map, &data, &scale, &scale2, &act_scale, &bias, &bias_dtype, &y, &m, &n, &k};
+    void* args[] = {x_map, w_map, s_map, &scale, &scale2, &act_scale, &bias, &bias_dtype, &y, &m, &n, &k};
     const dim3 grid(static_cast<unsigned>((binding.m + path.tokens_per_cta - 1) / path.tokens_per_cta), path.grid.y);
     path.kernel->launch(grid, path.block, path.smem_bytes, stream, args, dim3(1, path.cluster, 1));
-    if (path.split_kernel) path.split_kernel->launch(grid, path.block, path.smem_bytes, stream, args);  // the other CTAs
+    if (path.split_kernel) {  // the other row blocks, on the second instance's own grid and x boxes
+      args[0] = const_cast<unsigned char*>(binding.split_x_map);
+      const int bn = path.split_tokens_per_cta;
+      const dim3 split_grid(static_cast<unsigned>((binding.m + bn - 1) / bn), path.grid.y);
+      path.split_kernel->launch(split_grid, path.block, path.split_smem_bytes, stream, args);
+    }
     return;
   }
   int ksplit = path.ksplit;

@@ -484,6 +484,31 @@ TEST_F(LinearGpu, PrefillMxfp8FoldsTheCtasWhoseScalesAllowItAndPromotesTheOthers
     expect_one_hot_exact(run_on_device(plan, x, w, nullptr), x, p, 0,
                          label(caps, k) + (last_promoted ? " (last CTA promoted)" : " (last CTA folded)"));
   }
+  {
+    // 33 row blocks: 1100 tokens take the 256-token bucket, so the two instances run on different
+    // grids (fold: 256-token CTAs, promote: 128-token CTAs, each with its own x boxes); even row
+    // blocks fold, odd ones promote (one scale byte 0 each), the last token block is partial.
+    const int64_t n2 = 33 * 128, m2 = 1100;
+    linear::Caps caps = make_caps(Format::mxfp8, n2, k, m2, DType::bf16, DType::f32, false, DType::bf16);
+    caps.layout = WeightLayout::tile16;
+    const linear::Plan plan = linear::plan(caps);
+    const linear::PlanPath& path = plan.path_for(m2);
+    ASSERT_EQ(path.tokens_per_cta, 256) << path.name;  // 5 x 33 CTAs: more than the SMs of an H100 / H200
+    ASSERT_EQ(path.split_tokens_per_cta, 128) << path.name;
+    PackedWeight p = random_codes(Format::mxfp8, n2, k, rng);
+    uint8_t* sc = static_cast<uint8_t*>(p.scale.view().data);
+    for (int64_t r = 0; r < n2; ++r)
+      for (int64_t j = 0; j < runs; ++j) {
+        uint8_t& b = sc[r * runs + j];
+        if ((r / 128) % 2 == 0) b = static_cast<uint8_t>(3 + b % 238);  // folds
+        else if (r % 128 == 5 && j == 1) b = 0;                          // promotes
+      }
+    HostTensor x(DType::bf16, {m2, k});
+    std::memset(x.view().data, 0, x.nbytes());
+    for (int64_t t = 0; t < m2; ++t) store_f32(x.view().data, DType::bf16, t * k + t % k, 1.0f);
+    expect_one_hot_exact(run_on_device(plan, x, device_weight(p, WeightLayout::tile16), nullptr), x, p, 0,
+                         label(caps, m2) + " via " + path.name);
+  }
   // Random data through every bucket of a plan, scales of a real quantizer (all in range: folded).
   linear::Caps caps = make_caps(Format::mxfp8, 1024, 2048, 600, DType::bf16, DType::bf16, true, DType::f32);
   caps.layout = WeightLayout::tile16;

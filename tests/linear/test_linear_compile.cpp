@@ -130,14 +130,15 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   // the mma combinations x 3 out, with 64 / 128 / 256 tokens per CTA where the block scale folds
   // (bf16, f16, fp8, fp8_channel, nvfp4 x 2 act, mxfp4 x bf16: 9) and 64 / 128 where it is promoted
   // (fp8_block, mxfp8, q8_0 x 2 act, mxfp4 x f16: 7), sm_90a only; MXFP8 with BF16 x as two
-  // instances (scale_split 1: the CTAs whose scales fold, 2: the others): one more per tile and out;
+  // instances (scale_split 1: the row blocks whose scales fold, 64 / 128 / 256 tokens; 2: the others,
+  // 64 / 128): three more per out;
   // every unsplit one (39 per out) also as a cluster of two CTAs (x multicast).
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
   // wgmma_fp8 (quantized activations): promoted: 3 modes x 4 token tiles (16 .. 128); fast_accum:
   // fp8_tensor and fp8_token x 5 (16 .. 256); x 3 out, sm_90a only; fp8_tensor / fp8_token tiles of
   // 128 and 256 tokens also as clusters of two (2 promoted + 4 fast).
   EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 +
-                              (9 * 3 + 7 * 2 + 2 + 39) * 3 + (3 * 4 + 2 * 5 + 6) * 3);
+                              (9 * 3 + 7 * 2 + 3 + 39) * 3 + (3 * 4 + 2 * 5 + 6) * 3);
   std::set<std::string> names;
   size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, clustered = 0, fp8 = 0;
   for (const auto& s : specs) {
@@ -180,7 +181,7 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a", "sm_120a"}));
     EXPECT_GT(s.max_registers, 0);
   }
-  EXPECT_EQ(prefill, (9u * 3 + 7 * 2 + 2 + 39) * 3);
+  EXPECT_EQ(prefill, (9u * 3 + 7 * 2 + 3 + 39) * 3);
   EXPECT_EQ(clustered, 39u * 3);
   EXPECT_EQ(fp8, (3u * 4 + 2 * 5 + 6) * 3);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
@@ -270,7 +271,7 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
   EXPECT_EQ(linear::plan_path(caps, 4096, 132).cluster, 2);
   caps.n = 28672;
   // Promoted block scales (fp8_block, mxfp8, q8_0, mxfp4 with F16 x): at most 128 tokens per CTA.
-  for (const auto& [f, act] : {std::pair{Format::mxfp8, DType::bf16}, std::pair{Format::q8_0, DType::f16},
+  for (const auto& [f, act] : {std::pair{Format::mxfp8, DType::f16}, std::pair{Format::q8_0, DType::f16},
                                std::pair{Format::fp8_block, DType::bf16}, std::pair{Format::mxfp4, DType::f16}}) {
     linear::Caps pc = make_caps(f, 4096, 8192, 4096, act);
     pc.layout = WeightLayout::tile16;
@@ -279,18 +280,31 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
     EXPECT_EQ(linear::plan_path(pc, 65, 132).max_tokens, 128);
     EXPECT_EQ(linear::plan_path(pc, 4096, 132).tokens_per_cta, 128);
     EXPECT_EQ(linear::plan_path(pc, 129, 132).max_tokens, 4096);
-    // mma_tile16 x 2 token tiles, wgmma 64 and 128 (MXFP8 with BF16 x: two instances each).
-    const bool split = f == Format::mxfp8 && act == DType::bf16;
-    EXPECT_EQ(linear::kernel_specs(pc).size(), split ? 6u : 4u);
-    EXPECT_EQ(linear::plan_path(pc, 4096, 132).split_spec.kernel.empty(), !split);
-    if (split) {
-      const linear::PlanPath p = linear::plan_path(pc, 4096, 132);
-      EXPECT_EQ(p.spec.describe(), "linear.wgmma_tile16{format=mxfp8, tokens_per_cta=128, act=bf16, out=bf16, scale_split=1}");
-      EXPECT_EQ(p.split_spec.describe(),
-                "linear.wgmma_tile16{format=mxfp8, tokens_per_cta=128, act=bf16, out=bf16, scale_split=2}");
-      EXPECT_NE(p.name.find("scales=fold|promote"), std::string::npos) << p.name;
-      EXPECT_EQ(p.cluster, 1);  // its CTAs decide one by one which instance runs them
-    }
+    // mma_tile16 x 2 token tiles, wgmma 64 and 128.
+    EXPECT_EQ(linear::kernel_specs(pc).size(), 4u);
+    EXPECT_TRUE(linear::plan_path(pc, 4096, 132).split_spec.kernel.empty());
+    EXPECT_EQ(linear::plan_path(pc, 4096, 132).split_tokens_per_cta, 0);
+  }
+  // MXFP8 with BF16 x: two instances, each on its own grid. The fold instance promotes nothing and
+  // takes the unpromoted formats' buckets (256 tokens at M = 4096); the promote one min(bucket, 128).
+  {
+    linear::Caps pc = make_caps(Format::mxfp8, 4096, 8192, 4096, DType::bf16);
+    pc.layout = WeightLayout::tile16;
+    const linear::PlanPath p = linear::plan_path(pc, 4096, 132);
+    EXPECT_EQ(p.tokens_per_cta, 256);
+    EXPECT_EQ(p.split_tokens_per_cta, 128);
+    EXPECT_EQ(p.smem_bytes, static_cast<size_t>(device::wgmma_smem_bytes(device::kFmtMxfp8, 256)));
+    EXPECT_EQ(p.split_smem_bytes, static_cast<size_t>(device::wgmma_smem_bytes(device::kFmtMxfp8, 128)));
+    EXPECT_EQ(p.spec.describe(), "linear.wgmma_tile16{format=mxfp8, tokens_per_cta=256, act=bf16, out=bf16, scale_split=1}");
+    EXPECT_EQ(p.split_spec.describe(),
+              "linear.wgmma_tile16{format=mxfp8, tokens_per_cta=128, act=bf16, out=bf16, scale_split=2}");
+    EXPECT_NE(p.name.find("scales=fold|promote (two launches; promote: tokens_per_cta=128"), std::string::npos) << p.name;
+    EXPECT_EQ(p.cluster, 1);  // its CTAs decide one by one which instance runs them
+    EXPECT_EQ(linear::plan_path(pc, 64, 132).split_tokens_per_cta, 64);
+    EXPECT_EQ(linear::plan_path(pc, 65, 132).tokens_per_cta, 128);
+    EXPECT_EQ(linear::plan_path(pc, 65, 132).split_tokens_per_cta, 128);
+    // mma_tile16 x 2 token tiles; fold 64 / 128 / 256; promote 64 / 128.
+    EXPECT_EQ(linear::kernel_specs(pc).size(), 7u);
   }
   EXPECT_EQ(linear::plan_path([&] {
               linear::Caps c = caps;

@@ -159,11 +159,13 @@ struct PlanPath {
   std::string name;                // e.g. "decode.mma{tokens=8, ksplit=2, grid=448x256}"
   KernelSpec spec;                 // the kernel configuration (what prewarm must compile)
   const Kernel* kernel = nullptr;  // resolved by plan()
-  // Prefill paths of MXFP8 weights with BF16 x: the second kernel instance over the same grid (spec
-  // takes the CTAs whose block scales fold exactly into BF16, split_spec the others: promotion);
-  // empty / nullptr otherwise. run() launches both.
+  // Prefill paths of MXFP8 weights with BF16 x: the second kernel instance (spec takes the 128-row
+  // blocks whose block scales fold exactly into BF16, split_spec the others: promotion), with its own
+  // tokens per CTA (at most 128) and shared memory; empty / nullptr / 0 otherwise. run() launches both.
   KernelSpec split_spec;
   const Kernel* split_kernel = nullptr;
+  int split_tokens_per_cta = 0;
+  size_t split_smem_bytes = 0;
   dim3 grid, block;
   size_t smem_bytes = 0;           // dynamic shared memory
   int rows_per_warp = 0;           // gemv only; kernel arguments fixed by the plan
@@ -201,6 +203,7 @@ struct Binding {
   alignas(64) unsigned char x_map[128] = {};
   alignas(64) unsigned char w_map[128] = {};
   alignas(64) unsigned char s_map[128] = {};
+  alignas(64) unsigned char split_x_map[128] = {};  // prefill split paths: x's map for the second instance
   // fp8 paths: the quantization launch (16/32-bit x), the operands the GEMM reads, split-K buffers.
   quantize::Binding quant;
   const void* xq = nullptr;

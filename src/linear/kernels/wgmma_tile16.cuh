@@ -33,9 +33,10 @@
 // MXFP4's UE8M0 scale folded exactly into the decoded pair (pack16.cuh: ue8m0_bf16_pair). MXFP8 with
 // BF16 x folds too where every UE8M0 scale of the CTA's 128 rows lies in 2^-124 .. 2^119 (E4M3 x 2^e
 // is then a BF16 value: every real checkpoint). Folding and promotion do not fit one kernel's 168
-// registers together, so such a path launches two instances over the same grid (kSplit): kSplitFold
-// CTAs run the rows whose scales fold and exit on the others, kSplitPromote CTAs the reverse; each
-// CTA checks its rows' scale bytes before anything else (ue8m0_bf16_foldable). Otherwise, and for the
+// registers together, so such a path launches two instances (kSplit), each over its own grid:
+// kSplitFold CTAs (up to 256 tokens) run the 128-row blocks whose scales fold and exit on the
+// others, kSplitPromote CTAs (up to 128 tokens) the reverse; each CTA checks its rows' scale bytes
+// before anything else (ue8m0_bf16_foldable), so every row block is run by exactly one of them. Otherwise, and for the
 // block scales that never fold exactly (Q8_0's FP16
 // d; MXFP4 / MXFP8 into F16; fp8_block's FP32), they multiply FP32 partial sums, as the decode path
 // does: each scale group's wgmma (a run of 32 K; fp8_block: the 64-K stage) accumulate into a zeroed
@@ -89,6 +90,9 @@ constexpr bool wgmma_supports(int format, int act) { return mma_supports(format,
 // Tokens per CTA the kernel may take: promotion keeps a second accumulator set of kBN / 2 registers,
 // which fits the consumers' 232 registers up to 128 tokens.
 constexpr int wgmma_max_tokens_per_cta(int format, int act) { return wgmma_promoted(format, act) ? 128 : 256; }
+// The same for an instance of a split pair: the fold instance promotes nothing and takes 256 tokens
+// (its own grid), the promote instance 128.
+constexpr int wgmma_split_max_tokens(int split) { return split == kSplitFold ? 256 : 128; }
 
 // FP4 weights: lane t's A pairs of one run without a quad transpose. q: its quad's 32 bytes of the
 // run's tile16 chunk (lanes 4g .. 4g+3, each row g's word then row g + 8's: words 2c, 2c + 1 are lane
@@ -99,6 +103,23 @@ B12X_DEV void wgmma_fp4_gather(const unsigned (&q)[8], int t, unsigned& lo, unsi
   const unsigned sel = static_cast<unsigned>(t) | static_cast<unsigned>(t + 4) << 4;  // byte t of two words
   lo = byte_perm(byte_perm(q[0], q[2], sel), byte_perm(q[4], q[6], sel), 0x5410u);
   hi = byte_perm(byte_perm(q[1], q[3], sel), byte_perm(q[5], q[7], sel), 0x5410u);
+}
+
+// FP8 weights (tile16_fp8_split: a word's elements 0, 1, 2, 3 in bytes 0, 2, 1, 3): lane t's A pairs
+// of one run without a quad transpose. q: its quad's 64 bytes of the run's chunk, lane 4g + c's slot
+// in words 4c .. 4c+3 (row g's elements 0-3, 4-7, then row g + 8's). Lane c's elements 2t, 2t + 1
+// are bytes h, h + 2 (h = t % 2) of its word t / 2 of each row; gathered as [c0 h, c1 h, c0 h+2,
+// c1 h+2] they are again a split word, holding pair c0 in bytes 0 / 2 and c1 in 1 / 3. lo[i] (row g)
+// / hi[i] (row g + 8) hold pairs 2i and 2i + 1: e4m3x2_pack_split(lo[c / 2], c % 2) is wgmma's pair c.
+// tests/linear/test_wgmma_fragments.cpp checks it against tile16_data_src.
+B12X_DEV void wgmma_fp8_gather(const unsigned (&q)[16], int t, unsigned (&lo)[2], unsigned (&hi)[2]) {
+  const unsigned h = static_cast<unsigned>(t & 1);
+  const unsigned sel = h | (4 + h) << 4 | (h + 2) << 8 | (6 + h) << 12;
+  const bool second = (t & 2) != 0;  // word 1 of each row
+  unsigned rg[4], rh[4];
+  for (int c = 0; c < 4; ++c) rg[c] = second ? q[4 * c + 1] : q[4 * c], rh[c] = second ? q[4 * c + 3] : q[4 * c + 2];
+  lo[0] = byte_perm(rg[0], rg[1], sel), lo[1] = byte_perm(rg[2], rg[3], sel);
+  hi[0] = byte_perm(rh[0], rh[1], sel), hi[1] = byte_perm(rh[2], rh[3], sel);
 }
 
 constexpr int wgmma_x_bytes(int bn) { return bn * 2 * kWgStageK; }
@@ -191,20 +212,22 @@ B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned l
 // x_map: the TMA map of x [m, k] (16-bit, box {64, kBN / kCluster}, 128-byte swizzle, zeros outside);
 // w_map / s_map: the tile16 data / scale as [n / 16 tiles][k / 32 runs][chunk] (32-bit elements, box
 // {chunk / 4, 2, 8}, no swizzle, zeros outside; s_map unused where tile16_scale_chunk_bytes is 0);
-// data / scale: the tile16 weight (n % 16 == 0, 16-byte aligned); y [m, n] 16-byte aligned rows.
+// scale: the tile16 weight's scale (read directly by the MXFP8 split check and fp8_block / fp8_channel;
+// n % 16 == 0, 16-byte aligned); y [m, n] 16-byte aligned rows.
 // grid = (ceil(m / kBN), ceil(n / 128)), launched with cluster (1, kCluster, 1); dynamic shared
 // memory wgmma_smem_bytes(kFormat, kBN).
 template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone, int kCluster = 1>
 __global__ void __launch_bounds__(device::kWgThreads, 1)
     linear_wgmma_tile16_kernel(const __grid_constant__ device::TmaMap x_map, const __grid_constant__ device::TmaMap w_map,
-                               const __grid_constant__ device::TmaMap s_map, const unsigned char* __restrict__ data,
+                               const __grid_constant__ device::TmaMap s_map,
                                const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale,
                                const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
                                int m, long long n, long long k) {
   using namespace device;
   static_assert(wgmma_supports(kFormat, kAct), "format not served by the prefill kernel");
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "tokens per CTA: 64, 128 or 256");
-  static_assert(kBN <= wgmma_max_tokens_per_cta(kFormat, kAct), "promoted formats: at most 128 tokens per CTA");
+  static_assert(kBN <= (kSplit == kSplitNone ? wgmma_max_tokens_per_cta(kFormat, kAct) : wgmma_split_max_tokens(kSplit)),
+                "promoted formats: at most 128 tokens per CTA");
   static_assert(kSplit == kSplitNone || wgmma_split_scales(kFormat, kAct), "split instances: MXFP8 with BF16 x");
   static_assert(kCluster == 1 || (kCluster == 2 && kSplit == kSplitNone),
                 "clusters of 1 or 2 CTAs; split instances pick their CTAs one by one");
@@ -217,11 +240,13 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   constexpr int kWOff = wgmma_w_offset(kFormat, kBN, 0), kSOff = wgmma_scale_offset(kFormat, kBN, 0);
   constexpr int kWords = mma_lane_words(kFormat);
   constexpr bool kTrackNan = mma_track_e4m3_nan(kFormat, kT);
-  // FP4: the lane gathers wgmma's pairs from its quad's bytes (no quad transpose).
-  constexpr bool kGather = kFormat == kFmtNvfp4 || kFormat == kFmtMxfp4;
   // kSplitFold: MXFP8's scales folded into the pairs, no promotion.
   constexpr bool kFold = kSplit == kSplitFold;
   constexpr bool kRunScaled = wgmma_run_scaled(kFormat, kAct) && !kFold, kStageScaled = wgmma_stage_scaled(kFormat);
+  // FP4 and the split-order FP8 formats: the lane gathers wgmma's pairs from its quad's bytes (no
+  // quad transpose). Not MXFP8's promoted instances: the FP8 gather's 64 bytes per run and lane spill
+  // there (84 bytes, F32 out) next to the second accumulator set.
+  constexpr bool kGather = kFormat == kFmtNvfp4 || kFormat == kFmtMxfp4 || (tile16_fp8_split(kFormat) && !kRunScaled);
   static_assert(kS >= 2, "ring of at least two stages");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
@@ -294,14 +319,22 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
       const bool live = u == 0 || second;
       unsigned lo[kWords] = {}, hi[kWords] = {};
       const unsigned char* slot = w + u * kC + 2 * 4 * kWords * lane;
-      if constexpr (kGather) {
-        // Quad g's 32 bytes: row g's word then row g + 8's of lanes 4g .. 4g+3. Byte t of lane c's
-        // word holds elements 8c + 2t, 8c + 2t + 1: gathered into byte c, they are pair c of
+      if constexpr (kGather && kWords == 1) {
+        // FP4: quad g's 32 bytes, row g's word then row g + 8's of lanes 4g .. 4g+3. Byte t of lane
+        // c's word holds elements 8c + 2t, 8c + 2t + 1: gathered into byte c, they are pair c of
         // wgmma's order (a[u][c / 2][c % 2 ? 2 : 0] and, for row g + 8, [1 / 3]).
         if (live) {
           const unsigned q = smem_u32(w + u * kC + 32 * g);
           const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16);
           wgmma_fp4_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w}, t, lo[0], hi[0]);
+        }
+      } else if constexpr (kGather) {
+        // FP8: quad g's 64 bytes (wgmma_fp8_gather); pairs in the same order as FP4's.
+        if (live) {
+          const unsigned q = smem_u32(w + u * kC + 64 * g);
+          const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16), q2 = lds_u32x4(q + 32), q3 = lds_u32x4(q + 48);
+          wgmma_fp8_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w, q3.x, q3.y, q3.z, q3.w},
+                           t, lo, hi);
         }
       } else if (live) {
         if constexpr (kWords == 4) {
@@ -501,7 +534,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   }
   cluster_exit_sync<kCluster>();
 #else
-  (void)x_map, (void)w_map, (void)s_map, (void)data, (void)scale, (void)scale2, (void)act_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
+  (void)x_map, (void)w_map, (void)s_map, (void)scale, (void)scale2, (void)act_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
 #endif
 }
 
