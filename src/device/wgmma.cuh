@@ -4,6 +4,7 @@
 // sm_90a features; SM120 has none of wgmma); on the host every function is an empty stub.
 #pragma once
 #include "device/pack16.cuh"
+#include "device/smem.cuh"
 
 #if defined(__CUDACC__)
 namespace b12x::device {
@@ -13,14 +14,6 @@ namespace b12x::device {
 struct alignas(64) TmaMap {
   unsigned long long words[16];
 };
-
-B12X_DEV unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-// 16 bytes of shared memory (16-byte aligned shared address); volatile: stays after the barrier wait.
-B12X_DEV U32x4 lds_u32x4(unsigned addr) {
-  U32x4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-  return v;
-}
 
 // ---- mbarriers (shared::cta, 64-bit) ----
 B12X_DEV void mbar_init(unsigned bar, unsigned count) {

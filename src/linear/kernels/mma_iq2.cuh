@@ -63,23 +63,6 @@ B12X_DEV void iq2_issue(const unsigned char* src, unsigned dst, int lane) {
     if (32 * p + lane < kPieces) cp_async16(dst + 16 * (32 * p + lane), src + 16 * (32 * p + lane));
 }
 
-// Shared-memory loads at 32-bit shared addresses (half the registers of generic pointers).
-B12X_DEV U32x4 lds_u32x4(unsigned a) {
-  U32x4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
-  return v;
-}
-B12X_DEV unsigned lds_u32(unsigned a) {
-  unsigned v;
-  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
-  return v;
-}
-B12X_DEV unsigned lds_u16(unsigned a) {
-  unsigned short v;
-  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a));
-  return v;
-}
-
 // One row's unit of 8 weights as 4 signed kT pairs (magnitudes from the shared codebook copy at
 // `grid`, 128 bytes per entry).
 B12X_DEV void iq2_unit(unsigned grid, unsigned index, unsigned sign7, unsigned (&p)[4]) {
@@ -134,7 +117,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kIq2MinBlocks)
   // This warp's contiguous range of blocks; the ring's first copies go out before the codebook fill.
   const long long s_begin = blocks * slice / ksplit, s_end = blocks * (slice + 1) / ksplit;
   const long long count = live_tile ? s_end - s_begin : 0;
-  const unsigned ring_addr = smem_addr(ring + warp * kIq2Stages * kChunk);
+  const unsigned ring_addr = smem_u32(ring + warp * kIq2Stages * kChunk);
   const unsigned char* tile_data = data + tile * blocks * kChunk;
   for (int i = 0; i < kIq2Stages; ++i) {  // one commit group per stage, empty ones included
     if (i < count) iq2_issue<kFormat>(tile_data + (s_begin + i) * kChunk, ring_addr + i * kChunk, lane);
@@ -154,7 +137,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kIq2MinBlocks)
     for (int c = 0; c < kIq2GridCopies; ++c) st_u32x4(smem + 128 * e + 16 * c, p[0], p[1], p[2], p[3]);
   }
   __syncthreads();
-  const unsigned grid = smem_addr(smem) + 16 * (lane & 7);
+  const unsigned grid = smem_u32(smem) + 16 * (lane & 7);
 
   float acc[kSets][kNT][4];
   mma_zero_acc(acc);

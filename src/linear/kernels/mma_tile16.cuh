@@ -20,6 +20,7 @@
 // sum in slice order, so sums can differ from mma.cuh's by rounding; one-hot x gives every weight
 // bit-exactly in both (tests/linear).
 #pragma once
+#include "device/smem.cuh"
 #include "formats/kernels/tile16.cuh"
 #include "linear/kernels/mma.cuh"
 
@@ -49,8 +50,6 @@ constexpr int tile16_smem_bytes(int format, int token_tiles) {
 #if defined(__CUDACC__)
 namespace b12x {
 namespace device {
-
-B12X_DEV unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 
 // cp.async (LDGSTS): each lane copies its own slot of every run, so the data a lane reads back was
 // copied by itself; only the shared scale / d chunks come from other lanes (a __syncwarp after the
@@ -193,7 +192,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
   const int s_end = static_cast<int>(static_cast<long long>(steps) * (slice + 1) / ksplit);
   const int count = live_tile ? s_end - s_begin : 0;
   unsigned char* my_ring = ring + warp * kStages * kStageBytes;
-  const unsigned ring_addr = smem_addr(my_ring);
+  const unsigned ring_addr = smem_u32(my_ring);
 
   const int full_steps = static_cast<int>(l.runs / kU);  // steps past these hold fewer than kU runs
   const unsigned char* tile_data = data + tile * l.runs * tile16_chunk_bytes(kFormat);

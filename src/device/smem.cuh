@@ -1,0 +1,30 @@
+// Shared-memory addresses and loads at 32-bit shared addresses (half the registers of generic
+// pointers, and no generic-to-shared conversion per access). CUDA only.
+#pragma once
+#include "device/convert.cuh"
+
+#if defined(__CUDACC__)
+namespace b12x::device {
+
+B12X_DEV unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+// volatile: each load stays after the barrier wait (or __syncwarp) that makes its bytes visible.
+// 16 bytes (16-byte aligned address).
+B12X_DEV U32x4 lds_u32x4(unsigned addr) {
+  U32x4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+B12X_DEV unsigned lds_u32(unsigned addr) {
+  unsigned v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
+B12X_DEV unsigned lds_u16(unsigned addr) {
+  unsigned short v;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(addr));
+  return v;
+}
+
+}  // namespace b12x::device
+#endif
