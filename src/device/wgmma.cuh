@@ -193,26 +193,32 @@ B12X_DEV unsigned long long wgmma_desc_sw128(unsigned smem_addr) {
 // thread). A is the m64k16 fragment of the warpgroup: warp w holds rows 16w .. 16w+15 exactly as
 // mma.sync m16n8k16 holds its A (a0: row g, k 2t..2t+1; a1: row g+8; a2: row g, k 2t+8..; a3: row
 // g+8, k 2t+8..); D: d[4c + 0, 1] = row g, columns 8c + 2t, +1; d[4c + 2, 3] = row g + 8.
-#define B12X_WGMMA_RS_N64(TYPE)                                               \
-  "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                      \
+#define B12X_WGMMA_RS_N64(TYPE, SCALE_D)                                      \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE_D ", 0;\n"                            \
   "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
   "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-#define B12X_WGMMA_ACC_N64 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define B12X_WGMMA_ACC_N64(C) \
+  C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), \
+  C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
+  C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
+  C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31])
 
-// D[64 x 64] += A[64 x 16] (registers) . B[16 x 64] (shared, descriptor), FP32 accumulators.
-template <int kT>
+// D[64 x 64] += A[64 x 16] (registers) . B[16 x 64] (shared, descriptor), FP32 accumulators;
+// kAccumulate = false: D = A . B (scale-d 0: the hardware ignores D's old values, so no other
+// instruction zeroes them; those would serialize the wgmma in flight on other accumulators).
+template <int kT, bool kAccumulate = true>
 B12X_DEV void wgmma_rs_n64(float (&d)[32], const unsigned (&a)[4], unsigned long long b_desc) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (kT == kPackBf16)
-    asm volatile(B12X_WGMMA_RS_N64("bf16") : B12X_WGMMA_ACC_N64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+  if constexpr (kT == kPackBf16 && kAccumulate)
+    asm volatile(B12X_WGMMA_RS_N64("bf16", "1") : B12X_WGMMA_ACC_N64("+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+  else if constexpr (kAccumulate)
+    asm volatile(B12X_WGMMA_RS_N64("f16", "1") : B12X_WGMMA_ACC_N64("+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+  else if constexpr (kT == kPackBf16)
+    asm volatile(B12X_WGMMA_RS_N64("bf16", "0") : B12X_WGMMA_ACC_N64("+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
   else
-    asm volatile(B12X_WGMMA_RS_N64("f16") : B12X_WGMMA_ACC_N64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+    asm volatile(B12X_WGMMA_RS_N64("f16", "0") : B12X_WGMMA_ACC_N64("+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
 #else
   (void)d, (void)a, (void)b_desc;
 #endif
@@ -220,32 +226,38 @@ B12X_DEV void wgmma_rs_n64(float (&d)[32], const unsigned (&a)[4], unsigned long
 #undef B12X_WGMMA_RS_N64
 #undef B12X_WGMMA_ACC_N64
 
-#define B12X_WGMMA_RS_N128(TYPE)                                               \
-  "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                      \
+#define B12X_WGMMA_RS_N128(TYPE, SCALE_D)                                      \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE_D ", 0;\n"                            \
   "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
   "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-#define B12X_WGMMA_ACC_N128 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define B12X_WGMMA_ACC_N128(C) \
+  C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), \
+  C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
+  C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
+  C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31]), \
+  C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), C(d[38]), C(d[39]), \
+  C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]), C(d[47]), \
+  C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]), \
+  C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), C(d[62]), C(d[63])
 
-// D[64 x 128] += A[64 x 16] (registers) . B[16 x 128] (shared, descriptor), FP32 accumulators.
-template <int kT>
+// D[64 x 128] += A[64 x 16] (registers) . B[16 x 128] (shared, descriptor), FP32 accumulators;
+// kAccumulate = false: D = A . B (scale-d 0: the hardware ignores D's old values, so no other
+// instruction zeroes them; those would serialize the wgmma in flight on other accumulators).
+template <int kT, bool kAccumulate = true>
 B12X_DEV void wgmma_rs_n128(float (&d)[64], const unsigned (&a)[4], unsigned long long b_desc) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (kT == kPackBf16)
-    asm volatile(B12X_WGMMA_RS_N128("bf16") : B12X_WGMMA_ACC_N128 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+  if constexpr (kT == kPackBf16 && kAccumulate)
+    asm volatile(B12X_WGMMA_RS_N128("bf16", "1") : B12X_WGMMA_ACC_N128("+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+  else if constexpr (kAccumulate)
+    asm volatile(B12X_WGMMA_RS_N128("f16", "1") : B12X_WGMMA_ACC_N128("+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+  else if constexpr (kT == kPackBf16)
+    asm volatile(B12X_WGMMA_RS_N128("bf16", "0") : B12X_WGMMA_ACC_N128("+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
   else
-    asm volatile(B12X_WGMMA_RS_N128("f16") : B12X_WGMMA_ACC_N128 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+    asm volatile(B12X_WGMMA_RS_N128("f16", "0") : B12X_WGMMA_ACC_N128("+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
 #else
   (void)d, (void)a, (void)b_desc;
 #endif
@@ -253,8 +265,8 @@ B12X_DEV void wgmma_rs_n128(float (&d)[64], const unsigned (&a)[4], unsigned lon
 #undef B12X_WGMMA_RS_N128
 #undef B12X_WGMMA_ACC_N128
 
-#define B12X_WGMMA_RS_N256(TYPE)                                               \
-  "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                      \
+#define B12X_WGMMA_RS_N256(TYPE, SCALE_D)                                      \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE_D ", 0;\n"                            \
   "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {"                \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
@@ -265,32 +277,38 @@ B12X_DEV void wgmma_rs_n128(float (&d)[64], const unsigned (&a)[4], unsigned lon
   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
   "}, {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
-#define B12X_WGMMA_ACC_N256 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
-  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-  "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-  "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+#define B12X_WGMMA_ACC_N256(C) \
+  C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), \
+  C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
+  C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
+  C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31]), \
+  C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), C(d[38]), C(d[39]), \
+  C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]), C(d[47]), \
+  C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]), \
+  C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), C(d[62]), C(d[63]), \
+  C(d[64]), C(d[65]), C(d[66]), C(d[67]), C(d[68]), C(d[69]), C(d[70]), C(d[71]), \
+  C(d[72]), C(d[73]), C(d[74]), C(d[75]), C(d[76]), C(d[77]), C(d[78]), C(d[79]), \
+  C(d[80]), C(d[81]), C(d[82]), C(d[83]), C(d[84]), C(d[85]), C(d[86]), C(d[87]), \
+  C(d[88]), C(d[89]), C(d[90]), C(d[91]), C(d[92]), C(d[93]), C(d[94]), C(d[95]), \
+  C(d[96]), C(d[97]), C(d[98]), C(d[99]), C(d[100]), C(d[101]), C(d[102]), C(d[103]), \
+  C(d[104]), C(d[105]), C(d[106]), C(d[107]), C(d[108]), C(d[109]), C(d[110]), C(d[111]), \
+  C(d[112]), C(d[113]), C(d[114]), C(d[115]), C(d[116]), C(d[117]), C(d[118]), C(d[119]), \
+  C(d[120]), C(d[121]), C(d[122]), C(d[123]), C(d[124]), C(d[125]), C(d[126]), C(d[127])
 
-// D[64 x 256] += A[64 x 16] (registers) . B[16 x 256] (shared, descriptor), FP32 accumulators.
-template <int kT>
+// D[64 x 256] += A[64 x 16] (registers) . B[16 x 256] (shared, descriptor), FP32 accumulators;
+// kAccumulate = false: D = A . B (scale-d 0: the hardware ignores D's old values, so no other
+// instruction zeroes them; those would serialize the wgmma in flight on other accumulators).
+template <int kT, bool kAccumulate = true>
 B12X_DEV void wgmma_rs_n256(float (&d)[128], const unsigned (&a)[4], unsigned long long b_desc) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (kT == kPackBf16)
-    asm volatile(B12X_WGMMA_RS_N256("bf16") : B12X_WGMMA_ACC_N256 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+  if constexpr (kT == kPackBf16 && kAccumulate)
+    asm volatile(B12X_WGMMA_RS_N256("bf16", "1") : B12X_WGMMA_ACC_N256("+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+  else if constexpr (kAccumulate)
+    asm volatile(B12X_WGMMA_RS_N256("f16", "1") : B12X_WGMMA_ACC_N256("+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+  else if constexpr (kT == kPackBf16)
+    asm volatile(B12X_WGMMA_RS_N256("bf16", "0") : B12X_WGMMA_ACC_N256("+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
   else
-    asm volatile(B12X_WGMMA_RS_N256("f16") : B12X_WGMMA_ACC_N256 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+    asm volatile(B12X_WGMMA_RS_N256("f16", "0") : B12X_WGMMA_ACC_N256("+f") : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
 #else
   (void)d, (void)a, (void)b_desc;
 #endif

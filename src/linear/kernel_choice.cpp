@@ -24,8 +24,9 @@ bool tile16_supports(Format format, DType act_dtype) {
          (is_iq2_format(format) && (act_dtype == DType::bf16 || act_dtype == DType::f16));
 }
 
-// The prefill kernel (wgmma_tile16.cuh: wgmma_supports) serves what the decode mma path serves.
-bool prefill_supports(Format format, DType act_dtype) { return mma_supports(format, act_dtype); }
+// The prefill kernel (wgmma_tile16.cuh: wgmma_supports) serves what the tile16 decode kernels serve:
+// the mma path's formats and IQ2.
+bool prefill_supports(Format format, DType act_dtype) { return tile16_supports(format, act_dtype); }
 
 WeightLayout preferred_layout(Format format, DType act_dtype) {
   const bool sixteen_bit = format == Format::bf16 || format == Format::f16;

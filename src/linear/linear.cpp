@@ -101,14 +101,17 @@ KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta, int split = dev
 // The prefill paths as (largest M, tokens per CTA), in order, the last one ending at max_tokens: 64
 // tokens per CTA up to M = 64, 128 up to 128, and 128 further while 256-token CTAs would not give
 // every SM one (a grid of ceil(M / 256) x ceil(N / 128) CTAs below the SM count), then 256; formats
-// whose block scales are promoted (wgmma_max_tokens_per_cta) stay at 128. Split paths (MXFP8 with
+// whose block scales are promoted (wgmma_max_tokens_per_cta) stay at 128, IQ2 at 64. Split paths (MXFP8 with
 // BF16 x): the buckets of the fold instance (256); the promote instance takes min(bucket, 128).
 std::vector<std::pair<int64_t, int>> prefill_buckets(const Caps& caps, int sm_count) {
   const int f = static_cast<int>(caps.format), a = act_code(caps.act_dtype);
-  const int widest = device::wgmma_split_scales(f, a) ? device::wgmma_split_max_tokens(device::kSplitFold)
-                                                      : device::wgmma_max_tokens_per_cta(f, a);
-  return tile_buckets({{kPrefillBuckets[0], 64}, {kPrefillBuckets[1], 128}}, widest,
-                      (caps.n + device::kWgRows - 1) / device::kWgRows, sm_count, caps.max_tokens);
+  const int widest = std::min(prefill_tokens_cap(), device::wgmma_split_scales(f, a)
+                                                         ? device::wgmma_split_max_tokens(device::kSplitFold)
+                                                         : device::wgmma_max_tokens_per_cta(f, a));
+  auto buckets = tile_buckets({{kPrefillBuckets[0], 64}, {kPrefillBuckets[1], 128}}, widest,
+                              (caps.n + device::kWgRows - 1) / device::kWgRows, sm_count, caps.max_tokens);
+  for (auto& [top, bn] : buckets) bn = std::min(bn, widest);  // IQ2 (or the cap): 64 tokens per CTA in every bucket
+  return buckets;
 }
 
 // CTAs per cluster of a prefill path: pairs (x multicast, half the L2 reads of x) where clusters are
@@ -259,11 +262,11 @@ void validate_caps(const Caps& caps) {
   use_mma(caps);  // Unsupported when DecodeKernel::mma cannot serve the format
   if (caps.max_tokens > kMaxDecodeTokens && (!tile16(caps) || !prefill_supports(caps.format, caps.act_dtype)))
     fail_unsupported("linear: max_tokens = ", caps.max_tokens, " needs the prefill path (M > ", kMaxDecodeTokens,
-                     "), which serves tile16 weights of bf16 / f16 (the dtype of x), fp8, fp8_channel, nvfp4 and, "
-                     "with bf16 activations, mxfp4 (mxfp8, q8_0, fp8_block, IQ2 and mxfp4 with f16 x: not yet, "
-                     "issue 5); got ", info.name, " weights in the ",
-                     layout_name(caps.layout), " layout with ", dtype_name(caps.act_dtype),
-                     " activations. Plan max_tokens <= ", kMaxDecodeTokens, " and run larger M in pieces instead");
+                     "), which serves tile16 weights (bf16 / f16 weights of the dtype of x; every quantized format) "
+                     "with bf16 / f16 activations; got ", info.name, " weights in the ", layout_name(caps.layout),
+                     " layout with ", dtype_name(caps.act_dtype),
+                     " activations. Repack the weight to tile16 (formats/tile16.h), or plan max_tokens <= ",
+                     kMaxDecodeTokens, " and run larger M in pieces");
 }
 
 namespace {
@@ -294,12 +297,15 @@ void encode_x_map(unsigned char (&out)[128], const TensorView& x, int64_t m, int
                  {static_cast<uint32_t>(device::kWgStageK), static_cast<uint32_t>(box_rows)}, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
-// A tile16 tensor (data or scale) as the prefill kernel's 3-D TMA map: [n / 16 tiles][k / 32 runs]
-// [chunk bytes / 4] of 32-bit elements, box {chunk / 4, 2, 8} (chunk % 16 == 0, <= 1024 bytes).
-void encode_tile16_map(unsigned char (&out)[128], const void* base, int64_t n, int64_t k, int chunk) {
-  const uint64_t runs = static_cast<uint64_t>(k / 32), c = static_cast<uint64_t>(chunk);
-  encode_tma_map(out, CU_TENSOR_MAP_DATA_TYPE_UINT32, base, {c / 4, runs, static_cast<uint64_t>(n / 16)}, {c, runs * c},
-                 {static_cast<uint32_t>(chunk / 4), 2, static_cast<uint32_t>(device::kWgRows / 16)},
+// A tile16 tensor (data or scale) as the prefill kernel's 3-D TMA map: [n / 16 tiles][units]
+// [chunk bytes / 4] of 32-bit elements (a unit: a run of 32 K, or an IQ2 block of 256), box
+// {box_words, box_units, 8 tiles} (chunk % 16 == 0).
+void encode_tile16_map(unsigned char (&out)[128], const void* base, int64_t n, int64_t units, int chunk, int box_words,
+                       int box_units) {
+  const uint64_t u = static_cast<uint64_t>(units), c = static_cast<uint64_t>(chunk);
+  encode_tma_map(out, CU_TENSOR_MAP_DATA_TYPE_UINT32, base, {c / 4, u, static_cast<uint64_t>(n / 16)}, {c, u * c},
+                 {static_cast<uint32_t>(box_words), static_cast<uint32_t>(box_units),
+                  static_cast<uint32_t>(device::kWgRows / 16)},
                  CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
@@ -559,10 +565,18 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
     // The weight's tile16 data and scale as [n / 16 tiles][k / 32 runs][chunk] of 32-bit elements:
     // a stage's chunks of the CTA's eight tiles are one box {chunk / 4, 2 runs, 8 tiles}.
     const int fmt = static_cast<int>(caps.format);
-    encode_tile16_map(b.w_map, w.data.data, caps.n, caps.k, device::tile16_chunk_bytes(fmt));
-    const int scale_chunk = device::tile16_scale_chunk_bytes(fmt);
-    // Formats without scale chunks leave s_map zero: the kernel never reads it.
-    if (scale_chunk > 0) encode_tile16_map(b.s_map, w.scale.data, caps.n, caps.k, scale_chunk);
+    const int chunk = device::tile16_chunk_bytes(fmt);
+    if (device::tile16_iq2(fmt)) {
+      // IQ2: chunks per 256-K block; a stage's boxes are its two runs' qs (256 bytes) through w_map
+      // and 32-byte pieces (d words; IQ2_XS's scale bytes) through s_map, both of the data tensor.
+      encode_tile16_map(b.w_map, w.data.data, caps.n, caps.k / 256, chunk, 64, 1);
+      encode_tile16_map(b.s_map, w.data.data, caps.n, caps.k / 256, chunk, 8, 1);
+    } else {
+      encode_tile16_map(b.w_map, w.data.data, caps.n, caps.k / 32, chunk, chunk / 4, 2);
+      const int scale_chunk = device::tile16_scale_chunk_bytes(fmt);
+      // Formats without scale chunks leave s_map zero: the kernel never reads it.
+      if (scale_chunk > 0) encode_tile16_map(b.s_map, w.scale.data, caps.n, caps.k / 32, scale_chunk, scale_chunk / 4, 2);
+    }
   }
   return b;
 }

@@ -4,10 +4,12 @@
 // Also their one switch for CTA pairs.
 #pragma once
 #include <algorithm>
+#include <string>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "b12x/core/error.h"
 #include "b12x/linear/linear.h"
 #include "runtime/env.h"
 
@@ -17,6 +19,16 @@ namespace b12x::linear {
 // only with B12X_CLUSTERS=1 (correct on an H100, but no faster there: neutral at 4096 tokens, 8-10%
 // slower at 512x4096x14336; docs/perf/NOTES.md, 2026-12-05); read at each plan.
 inline bool clusters_enabled() { return detail::env_flag("B12X_CLUSTERS"); }
+
+// B12X_PREFILL_TOKENS_PER_CTA = 64 or 128: the most tokens a prefill CTA (wgmma_tile16) takes, for
+// A/B measurements of the tile size (unset: the kernel's own limit); read at each plan. The
+// kernels of every size are compiled anyway (the 64- and 128-token buckets use them).
+inline int prefill_tokens_cap() {
+  const std::string v = detail::env_string("B12X_PREFILL_TOKENS_PER_CTA");
+  if (v.empty()) return 256;
+  if (v == "64" || v == "128" || v == "256") return std::stoi(v);
+  fail_arg("B12X_PREFILL_TOKENS_PER_CTA", "must be 64, 128 or 256 (or unset), got '", v, "'");
+}
 
 // (largest M, tokens per tile) in order, the last one ending at max_tokens. row_tiles: the
 // weight's 128-row tiles (ceil(N / 128)); widest: 128 or 256.

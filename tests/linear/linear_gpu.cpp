@@ -423,7 +423,8 @@ TEST_F(LinearGpu, PrefillEveryFormatAndTokenCountMatchesReference) {
     ASSERT_EQ(plan.paths.size(), 8u);
     for (int64_t m : {16, 17, 64, 65, 128, 129, 300}) {
       const std::string& name = plan.path_for(m).name;
-      EXPECT_EQ(name.rfind(m > 16 ? "prefill.wgmma_tile16{" : "decode.mma_tile16{", 0), 0u) << name;
+      const bool iq2 = f == Format::iq2_xxs || f == Format::iq2_xs;
+      EXPECT_EQ(name.rfind(m > 16 ? "prefill.wgmma_tile16{" : iq2 ? "decode.mma_iq2{" : "decode.mma_tile16{", 0), 0u) << name;
       const HostTensor x = random_tensor(rng, act, {m, caps.k});
       const std::vector<uint8_t> y = run_on_device(plan, x, w, has_bias ? &bias : nullptr);
       expect_matches_reference(y, out, x.view(), p, has_bias ? bias.view() : TensorView{},
@@ -439,9 +440,11 @@ TEST_F(LinearGpu, PrefillGivesEveryWeightExactlyWithOneHotActivations) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   // N = 304: 3 row blocks (one CTA each), 432: 4 (two clusters: x multicast, a partial last block).
-  const int64_t k = 352;  // 11 runs; one token per column (M = 352: two 256-token CTAs)
   for (const auto& [f, act] : prefill_cases())
     for (int64_t n : {304, 432}) {
+      // 11 runs; one token per column (M = 352: two 256-token CTAs). IQ2: two 256-K blocks (M = 512:
+      // eight 64-token CTAs), every grid entry and sign pattern drawn many times.
+      const int64_t k = f == Format::iq2_xxs || f == Format::iq2_xs ? 512 : 352;
       linear::Caps caps = make_caps(f, n, k, k, act, DType::f32, false, DType::bf16);
       caps.layout = WeightLayout::tile16;
       const linear::Plan plan = linear::plan(caps);
@@ -549,7 +552,7 @@ TEST_F(LinearGpu, PrefillLargeShapeMatchesReference) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  for (Format f : {Format::fp8_channel, Format::nvfp4, Format::fp8_block, Format::q8_0}) {
+  for (Format f : {Format::fp8_channel, Format::nvfp4, Format::fp8_block, Format::q8_0, Format::iq2_xxs, Format::iq2_xs}) {
     linear::Caps caps = make_caps(f, 1024, 2048, 600, DType::bf16, DType::bf16, true, DType::f32);
     caps.layout = WeightLayout::tile16;
     const linear::Plan plan = linear::plan(caps);
@@ -602,6 +605,35 @@ TEST_F(LinearGpu, PrefillTurnsMxRunsWithNanScalesIntoNan) {
     const HostTensor x = random_tensor(rng, act, {m, k});
     expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, -1, label(caps, m));
   }
+}
+
+// IQ2 on the prefill path: a NaN or Inf FP16 d (its block's weights NaN / Inf in the reference) turns
+// exactly its row into NaN for every token (the -Inf row: NaN or +-Inf), the other rows bit-identical.
+TEST_F(LinearGpu, PrefillIq2NanScalesTurnExactlyTheirRowsIntoNan) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 304, k = 768, m = 40;
+  for (Format f : {Format::iq2_xxs, Format::iq2_xs})
+    for (DType act : {DType::bf16, DType::f16}) {
+      linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
+      caps.layout = WeightLayout::tile16;
+      const linear::Plan plan = linear::plan(caps);
+      ASSERT_EQ(plan.path_for(m).name.rfind("prefill.wgmma_tile16{", 0), 0u) << plan.path_for(m).name;
+      const PackedWeight clean = random_weight(f, n, k, rng);
+      PackedWeight poisoned = clean;  // a deep copy
+      uint8_t* d = static_cast<uint8_t*>(poisoned.data.view().data);
+      const int64_t block = f == Format::iq2_xxs ? 66 : 74, row_bytes = block * (k / 256);
+      auto set_d = [&](int64_t row, int64_t b, unsigned bits) {
+        d[row * row_bytes + b * block] = static_cast<uint8_t>(bits), d[row * row_bytes + b * block + 1] = static_cast<uint8_t>(bits >> 8);
+      };
+      const int64_t nan_rows[] = {3, 140, 303};
+      set_d(3, 0, 0x7E00);     // NaN
+      set_d(140, 2, 0xFC00);   // -Inf
+      set_d(303, 1, 0x7C01);   // signalling NaN pattern
+      const HostTensor x = random_tensor(rng, act, {m, k});
+      expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, 140, label(caps, m));
+    }
 }
 
 // Q8_0 on the prefill path: a NaN or Inf FP16 d (its block's weights NaN / Inf in the reference) turns

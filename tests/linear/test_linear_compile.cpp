@@ -129,16 +129,16 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   // tiles x 3 out each; mma_iq2: 2 formats x 2 act x 2 token tiles x 3 out; wgmma_tile16 (prefill):
   // the mma combinations x 3 out, with 64 / 128 / 256 tokens per CTA where the block scale folds
   // (bf16, f16, fp8, fp8_channel, nvfp4 x 2 act, mxfp4 x bf16: 9) and 64 / 128 where it is promoted
-  // (fp8_block, mxfp8, q8_0 x 2 act, mxfp4 x f16: 7), sm_90a only; MXFP8 with BF16 x as two
+  // (fp8_block, mxfp8, q8_0 x 2 act, mxfp4 x f16: 7), 64 only for IQ2 (2 formats x 2 act: 4), sm_90a only; MXFP8 with BF16 x as two
   // instances (scale_split 1: the row blocks whose scales fold, 64 / 128 / 256 tokens; 2: the others,
   // 64 / 128): three more per out;
-  // every unsplit one (39 per out) also as a cluster of two CTAs (x multicast).
+  // every unsplit one (43 per out) also as a cluster of two CTAs (x multicast).
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
   // wgmma_fp8 (quantized activations): promoted: 3 modes x 4 token tiles (16 .. 128); fast_accum:
   // fp8_tensor and fp8_token x 5 (16 .. 256); x 3 out, sm_90a only; fp8_tensor / fp8_token tiles of
   // 128 and 256 tokens also as clusters of two (2 promoted + 4 fast).
   EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 +
-                              (9 * 3 + 7 * 2 + 3 + 39) * 3 + (3 * 4 + 2 * 5 + 6) * 3);
+                              (9 * 3 + 7 * 2 + 4 + 3 + 43) * 3 + (3 * 4 + 2 * 5 + 6) * 3);
   std::set<std::string> names;
   size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, clustered = 0, fp8 = 0;
   for (const auto& s : specs) {
@@ -181,8 +181,8 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a", "sm_120a"}));
     EXPECT_GT(s.max_registers, 0);
   }
-  EXPECT_EQ(prefill, (9u * 3 + 7 * 2 + 3 + 39) * 3);
-  EXPECT_EQ(clustered, 39u * 3);
+  EXPECT_EQ(prefill, (9u * 3 + 7 * 2 + 4 + 3 + 43) * 3);
+  EXPECT_EQ(clustered, 43u * 3);
   EXPECT_EQ(fp8, (3u * 4 + 2 * 5 + 6) * 3);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
   EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
@@ -311,6 +311,37 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
               c.format = Format::mxfp4;  // BF16 x: the scale folds, 256 tokens per CTA
               return c;
             }(), 4096, 132).tokens_per_cta, 256);
+  // IQ2: 64 tokens per CTA in every bucket (its promoted instances spill at 128), the same kernel.
+  for (const auto& [f, act] : {std::pair{Format::iq2_xxs, DType::bf16}, std::pair{Format::iq2_xs, DType::f16}}) {
+    linear::Caps c = caps;
+    c.format = f, c.act_dtype = act, c.max_tokens = 8192;
+    for (int64_t m : {17, 64, 65, 128, 129, 4096, 8192}) {
+      const linear::PlanPath p = linear::plan_path(c, m, 132);
+      EXPECT_EQ(p.tokens_per_cta, 64) << p.name;
+      EXPECT_EQ(p.spec.kernel, "linear.wgmma_tile16") << p.name;
+      EXPECT_GE(p.max_tokens, m);
+    }
+    EXPECT_EQ(linear::kernel_specs(c).size(), 3u);  // mma_iq2 x 2 token tiles, wgmma 64
+  }
+  // B12X_PREFILL_TOKENS_PER_CTA caps the tile (A/B measurements); anything but 64 / 128 / 256 is refused.
+  {
+    linear::Caps c = caps;
+    c.max_tokens = 8192;
+    {
+      test::ScopedEnv cap("B12X_PREFILL_TOKENS_PER_CTA", "64");
+      for (Format f : {Format::q8_0, Format::bf16, Format::mxfp8}) {
+        c.format = f;
+        EXPECT_EQ(linear::plan_path(c, 4096, 132).tokens_per_cta, 64) << format_info(f).name;
+      }
+      EXPECT_EQ(linear::plan_path(c, 4096, 132).split_tokens_per_cta, 64);  // MXFP8's promote instance too
+    }
+    {
+      test::ScopedEnv cap("B12X_PREFILL_TOKENS_PER_CTA", "96");
+      expect_bad_argument([&] { linear::plan_path(c, 4096, 132); }, "B12X_PREFILL_TOKENS_PER_CTA");
+    }
+    c.format = Format::bf16;
+    EXPECT_EQ(linear::plan_path(c, 4096, 132).tokens_per_cta, 256);  // unset again
+  }
   // A small max_tokens: one prefill path of max_tokens itself.
   caps.max_tokens = 40;
   EXPECT_EQ(linear::plan_path(caps, 40, 132).max_tokens, 40);
@@ -519,13 +550,13 @@ TEST(LinearCompile, PlanRejectsBadCapsWithoutAGpu) {
     return c;
   };
   for (const Caps& c : {make_caps(Format::nvfp4, 4096, 4096, 17), make_caps(Format::q8_0, 4096, 4096, 64),
-                        tile16_caps(Format::iq2_xs, 17), tile16_caps(Format::iq2_xxs, 8192, DType::f16)}) {
+                        make_caps(Format::iq2_xs, 4096, 4096, 17), make_caps(Format::bf16, 4096, 4096, 64, DType::f16)}) {
     try {
       linear::plan(c);
       ADD_FAILURE() << format_info(c.format).name << " max_tokens " << c.max_tokens << " must throw Unsupported";
     } catch (const Unsupported& e) {
       EXPECT_NE(std::string(e.what()).find("prefill"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("issue 5"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("tile16"), std::string::npos) << e.what();
     }
   }
   expect_bad_argument(plan_of(tile16_caps(Format::fp8_tensor, linear::kMaxTokens + 1)), "max_tokens");
@@ -534,6 +565,7 @@ TEST(LinearCompile, PlanRejectsBadCapsWithoutAGpu) {
                          tile16_caps(Format::fp8_channel, 8192), tile16_caps(Format::nvfp4, 17, DType::f16),
                          tile16_caps(Format::mxfp8, 64), tile16_caps(Format::q8_0, 8192),
                          tile16_caps(Format::mxfp4, 64, DType::f16), tile16_caps(Format::fp8_block, 300),
+                         tile16_caps(Format::iq2_xs, 17), tile16_caps(Format::iq2_xxs, 8192, DType::f16),
                          make_caps(Format::iq2_xxs, 3, 768, 1, DType::bf16, DType::f32, true, DType::f16)}) {
     try {
       linear::plan(ok);

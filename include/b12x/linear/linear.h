@@ -24,8 +24,8 @@
 // The prefill path (M > 16 tokens, sm_90a): wgmma_tile16 (src/linear/kernels/wgmma_tile16.cuh), a
 // warp-specialised wgmma GEMM on tile16 weights: the weight rows are the MMA's M side, decoded
 // exactly into register fragments in the main loop; x and the weight's chunks arrive by TMA. It serves the formats of
-// prefill_supports (every format of the decode mma path; IQ2 not yet); max_tokens > 16 with IQ2 or
-// with checkpoint-layout weights throws Unsupported.
+// prefill_supports (every tile16 format: the decode mma path's and IQ2); max_tokens > 16 with
+// checkpoint-layout weights throws Unsupported.
 // Quantized activations (caps.act = fp8_tensor / fp8_token / fp8_block, issue 6; sm_90a): x is
 // quantized to E4M3 exactly as quantize_activations (linear/reference.h) does, and wgmma_fp8
 // (src/linear/kernels/wgmma_fp8.cuh) multiplies it with fp8_tensor / fp8_channel / fp8_block weights
@@ -136,8 +136,9 @@ bool tile16_supports(Format format, DType act_dtype);
 // fold exactly into the decoded 16-bit pairs, and (BF16 x) MXFP8's in the 128-row CTAs whose scales
 // all lie in 2^-124 .. 2^119 (PlanPath::split_spec: a second kernel instance takes the other CTAs);
 // Q8_0's, fp8_block's, (F16 x) MXFP4's and MXFP8's, and those other CTAs' MXFP8 scales, multiply
-// FP32 partial sums per 32 K (fp8_block: 64 K), at most 128 tokens per CTA. IQ2 (a codebook) not
-// yet: issue 5.
+// FP32 partial sums per 32 K (fp8_block: 64 K), at most 128 tokens per CTA. IQ2_XXS / IQ2_XS too
+// (tile16 only): the grid magnitudes come from a codebook in shared memory, the sub-block scales
+// multiply the partial sums per 32 K (IQ2_XS: per 16 K).
 bool prefill_supports(Format format, DType act_dtype);
 
 // The layout to prepare a weight in for the fastest decode path, as measured on the H200

@@ -63,6 +63,24 @@ B12X_DEV void iq2_issue(const unsigned char* src, unsigned dst, int lane) {
     if (32 * p + lane < kPieces) cp_async16(dst + 16 * (32 * p + lane), src + 16 * (32 * p + lane));
 }
 
+// The codebook as kT pairs (exact: 8, 25, 43 and the like), kIq2GridCopies times: entry e, copy c
+// at smem + 128 e + 16 c; lane l then reads copy l % 8, so the 8 lanes of a 16-byte-load phase
+// never share a bank. Threads `thread` of `threads` share the work; the caller synchronises.
+template <int kFormat, int kT>
+B12X_DEV void iq2_fill_codebook(unsigned char* smem, int thread, int threads) {
+  for (int e = thread; e < iq2_grid_entries(kFormat); e += threads) {
+    const unsigned long long v = kFormat == kFmtIq2xxs ? kIq2xxsGrid[e] : kIq2xsGrid[e];
+    unsigned p[4];
+    B12X_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const unsigned lo = static_cast<unsigned>(v >> (16 * i)) & 0xFFu, hi = static_cast<unsigned>(v >> (16 * i + 8)) & 0xFFu;
+      p[i] = f32_to_half16<kT>(static_cast<float>(lo)) | (f32_to_half16<kT>(static_cast<float>(hi)) << 16);
+    }
+    B12X_UNROLL
+    for (int c = 0; c < kIq2GridCopies; ++c) st_u32x4(smem + 128 * e + 16 * c, p[0], p[1], p[2], p[3]);
+  }
+}
+
 // One row's unit of 8 weights as 4 signed kT pairs (magnitudes from the shared codebook copy at
 // `grid`, 128 bytes per entry).
 B12X_DEV void iq2_unit(unsigned grid, unsigned index, unsigned sign7, unsigned (&p)[4]) {
@@ -124,18 +142,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kIq2MinBlocks)
     cp_async_commit();
   }
 
-  // The codebook in kT pairs, kIq2GridCopies times (entry e, copy c at 128 e + 16 c).
-  for (int e = static_cast<int>(threadIdx.x); e < iq2_grid_entries(kFormat); e += kMmaThreads) {
-    const unsigned long long v = kFormat == kFmtIq2xxs ? kIq2xxsGrid[e] : kIq2xsGrid[e];
-    unsigned p[4];
-    B12X_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      const unsigned lo = static_cast<unsigned>(v >> (16 * i)) & 0xFFu, hi = static_cast<unsigned>(v >> (16 * i + 8)) & 0xFFu;
-      p[i] = f32_to_half16<kT>(static_cast<float>(lo)) | (f32_to_half16<kT>(static_cast<float>(hi)) << 16);
-    }
-    B12X_UNROLL
-    for (int c = 0; c < kIq2GridCopies; ++c) st_u32x4(smem + 128 * e + 16 * c, p[0], p[1], p[2], p[3]);
-  }
+  iq2_fill_codebook<kFormat, kT>(smem, static_cast<int>(threadIdx.x), kMmaThreads);
   __syncthreads();
   const unsigned grid = smem_u32(smem) + 16 * (lane & 7);
 

@@ -42,8 +42,16 @@
 // does: each scale group's wgmma (a run of 32 K; fp8_block: the 64-K stage) accumulate into a zeroed
 // second set, the warpgroup waits for them, and acc += scale(row) * part (wgmma_promoted; at most
 // 128 tokens per CTA for the registers, also when MXFP8 folds). While a stage's last group runs, the next stage is decoded,
-// and the other consumer warpgroup's wgmma keep the tensor cores busy during the wait. IQ2 is not
-// served yet (wgmma_supports).
+// and the other consumer warpgroup's wgmma keep the tensor cores busy during the wait.
+//
+// IQ2_XXS / IQ2_XS: a tile16 chunk is a 256-K block, four stages; a stage's boxes are its two runs'
+// qs bytes (w_map, box {64 words, 1 block, 8 tiles}) and the block's d words (s_map, box {8, 1, 8},
+// also IQ2_XS's 32 scale bytes of the two runs), both maps over the data tensor. The consumers first
+// convert the codebook into shared memory (mma_iq2.cuh's 8-copy layout; 32 / 64 KiB, taken from the
+// ring's budget); a lane decodes unit t of rows g and g + 8 with mma_iq2's iq2_unit (grid pairs
+// exact in BF16 / F16, signs by XOR) into the tile16 order, and the quad transpose follows. The
+// sub-block scale db = (d * (0.5 + s)) * 0.25 is not exact in 16 bits, so it is promoted: per run
+// (IQ2_XXS), per k16 step (IQ2_XS, whose two scales per run cover 16 K each); 64 tokens per CTA.
 //
 // Clusters (kCluster = 2): the two CTAs of a cluster are neighbours in grid.y, so they take the same
 // kBN tokens for different 128-row blocks. Each loads half of the stage's x box by TMA multicast into
@@ -59,6 +67,7 @@
 #pragma once
 #include "formats/kernels/tile16.cuh"
 #include "linear/kernels/mma.cuh"
+#include "linear/kernels/mma_iq2.cuh"
 
 namespace b12x::device {
 
@@ -70,12 +79,15 @@ constexpr int kWgSmemBudget = 200 * 1024;
 // Formats whose block scales multiply FP32 partial sums (their decoded elements are exact in the
 // 16-bit type, the products with the scale are not): per run of 32 K (MXFP8, Q8_0, MXFP4 with F16
 // x: promotion) or per 64-K stage (fp8_block, whose 128x128 block covers the CTA's 128 rows).
+// IQ2_XXS's sub-block scale is per run too; IQ2_XS has one per 16 K (wgmma_half_run_scaled: one
+// promotion per k16 step).
 constexpr bool wgmma_run_scaled(int format, int act) {
-  return format == kFmtMxfp8 || format == kFmtQ8_0 || (format == kFmtMxfp4 && act == kActF16);
+  return format == kFmtMxfp8 || format == kFmtQ8_0 || format == kFmtIq2xxs || (format == kFmtMxfp4 && act == kActF16);
 }
+constexpr bool wgmma_half_run_scaled(int format) { return format == kFmtIq2xs; }
 constexpr bool wgmma_stage_scaled(int format) { return format == kFmtFp8Block; }
 constexpr bool wgmma_promoted(int format, int act) {
-  return wgmma_run_scaled(format, act) || wgmma_stage_scaled(format);
+  return wgmma_run_scaled(format, act) || wgmma_half_run_scaled(format) || wgmma_stage_scaled(format);
 }
 // kSplit: how a kernel instance takes the CTAs of its grid. kSplitNone: every CTA; for MXFP8 with BF16
 // x two instances share the grid: kSplitFold runs the CTAs whose UE8M0 scales all fold exactly into
@@ -84,12 +96,15 @@ enum WgmmaSplit : int { kSplitNone = 0, kSplitFold = 1, kSplitPromote = 2 };
 constexpr bool wgmma_split_scales(int format, int act) { return format == kFmtMxfp8 && act == kActBf16; }
 
 // Formats the prefill kernel serves with activations act: those of the decode mma path (mma.cuh;
-// the same decoders); IQ2 not yet.
-constexpr bool wgmma_supports(int format, int act) { return mma_supports(format, act); }
+// the same decoders) and IQ2 (mma_iq2.cuh's decoders, the codebook in shared memory).
+constexpr bool wgmma_supports(int format, int act) { return mma_supports(format, act) || tile16_iq2(format); }
 
 // Tokens per CTA the kernel may take: promotion keeps a second accumulator set of kBN / 2 registers,
-// which fits the consumers' 232 registers up to 128 tokens.
-constexpr int wgmma_max_tokens_per_cta(int format, int act) { return wgmma_promoted(format, act) ? 128 : 256; }
+// which fits the consumers' 232 registers up to 128 tokens; IQ2 (the codebook address, IQ2_XS's
+// four scales per run) up to 64 (at 128 IQ2_XXS spilled 20 bytes and IQ2_XS's wgmma were serialized).
+constexpr int wgmma_max_tokens_per_cta(int format, int act) {
+  return tile16_iq2(format) ? 64 : wgmma_promoted(format, act) ? 128 : 256;
+}
 // The same for an instance of a split pair: the fold instance promotes nothing and takes 256 tokens
 // (its own grid), the promote instance 128.
 constexpr int wgmma_split_max_tokens(int split) { return split == kSplitFold ? 256 : 128; }
@@ -123,20 +138,33 @@ B12X_DEV void wgmma_fp8_gather(const unsigned (&q)[16], int t, unsigned (&lo)[2]
 }
 
 constexpr int wgmma_x_bytes(int bn) { return bn * 2 * kWgStageK; }
-// A stage: the x box (1024-byte aligned for the swizzle), then per 16-row tile T its two weight
-// chunks, then per tile its two scale chunks; rounded up to 1024 bytes. The producer writes and the
-// consumers read at these offsets.
+// Weight and scale bytes of one 16-row tile per stage: its two run chunks and their scale chunks.
+// IQ2 (one chunk per 256-K block, four stages): the stage's two runs of qs (256 bytes at 32 + 256 j
+// of the chunk, j = stage % 4), and as "scale" the block's d words (32 bytes at 0), IQ2_XS also the
+// two runs' scale bytes (32 bytes at 1056 + 32 j).
+constexpr int wgmma_tile_w_bytes(int format) { return tile16_iq2(format) ? 256 : 2 * tile16_chunk_bytes(format); }
+constexpr int wgmma_tile_s_bytes(int format) {
+  return format == kFmtIq2xxs ? 32 : format == kFmtIq2xs ? 64 : 2 * tile16_scale_chunk_bytes(format);
+}
+// A stage: the x box (1024-byte aligned for the swizzle), then per 16-row tile T its weight bytes,
+// then per tile its scale bytes (IQ2_XS: the eight tiles' d words, then their scale bytes, 32 bytes
+// per tile each); rounded up to 1024 bytes. The producer writes and the consumers read at these offsets.
 constexpr int wgmma_w_offset(int format, int bn, int tile) {
-  return wgmma_x_bytes(bn) + tile * 2 * tile16_chunk_bytes(format);
+  return wgmma_x_bytes(bn) + tile * wgmma_tile_w_bytes(format);
 }
 constexpr int wgmma_scale_offset(int format, int bn, int tile) {
-  return wgmma_w_offset(format, bn, kWgRows / 16) + tile * 2 * tile16_scale_chunk_bytes(format);
+  return wgmma_w_offset(format, bn, kWgRows / 16) + tile * wgmma_tile_s_bytes(format);
 }
+// IQ2's codebook in shared memory (mma_iq2.cuh's layout: 8 copies of every entry as 4 pairs), after
+// the ring; it comes out of the ring's budget.
+constexpr int wgmma_grid_bytes(int format) { return tile16_iq2(format) ? iq2_grid_smem_bytes(format) : 0; }
 constexpr int wgmma_stage_bytes(int format, int bn) {
   return (wgmma_scale_offset(format, bn, kWgRows / 16) + 1023) / 1024 * 1024;
 }
 constexpr int wgmma_stages(int format, int bn) {
-  return kWgSmemBudget / wgmma_stage_bytes(format, bn) > 8 ? 8 : kWgSmemBudget / wgmma_stage_bytes(format, bn);
+  return (kWgSmemBudget - wgmma_grid_bytes(format)) / wgmma_stage_bytes(format, bn) > 8
+             ? 8
+             : (kWgSmemBudget - wgmma_grid_bytes(format)) / wgmma_stage_bytes(format, bn);
 }
 // FP32 staging of the output tile [bn tokens][128 rows + 4] (the pad spreads a lane quad's tokens
 // over all banks); it reuses the ring.
@@ -148,9 +176,9 @@ constexpr int wgmma_ring_bytes(int format, int bn) {
              ? wgmma_stages(format, bn) * wgmma_stage_bytes(format, bn)
              : wgmma_out_bytes(bn);
 }
-// Dynamic shared memory: the ring, 1024 bytes of alignment slack, the barriers.
+// Dynamic shared memory: the ring, the IQ2 codebook, 1024 bytes of alignment slack, the barriers.
 constexpr int wgmma_smem_bytes(int format, int bn) {
-  return wgmma_ring_bytes(format, bn) + 1024 + 2 * 8 * wgmma_stages(format, bn);
+  return wgmma_ring_bytes(format, bn) + wgmma_grid_bytes(format) + 1024 + 2 * 8 * wgmma_stages(format, bn);
 }
 
 }  // namespace b12x::device
@@ -197,11 +225,18 @@ B12X_DEV bool ue8m0_bf16_foldable(const unsigned char* p, long long bytes) {
   return __syncthreads_and(ok) != 0;
 }
 
-template <int kBN, int kT>
+// A compile-time flag passed to generic lambdas.
+template <bool kValue>
+struct BoolTag {
+  static constexpr bool value = kValue;
+};
+
+// kAccumulate = false: acc = A . B (the old values are not read).
+template <int kBN, int kT, bool kAccumulate = true>
 B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned long long desc) {
-  if constexpr (kBN == 256) wgmma_rs_n256<kT>(acc, a, desc);
-  else if constexpr (kBN == 128) wgmma_rs_n128<kT>(acc, a, desc);
-  else wgmma_rs_n64<kT>(acc, a, desc);
+  if constexpr (kBN == 256) wgmma_rs_n256<kT, kAccumulate>(acc, a, desc);
+  else if constexpr (kBN == 128) wgmma_rs_n128<kT, kAccumulate>(acc, a, desc);
+  else wgmma_rs_n64<kT, kAccumulate>(acc, a, desc);
 }
 
 }  // namespace device
@@ -243,6 +278,10 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   // kSplitFold: MXFP8's scales folded into the pairs, no promotion.
   constexpr bool kFold = kSplit == kSplitFold;
   constexpr bool kRunScaled = wgmma_run_scaled(kFormat, kAct) && !kFold, kStageScaled = wgmma_stage_scaled(kFormat);
+  constexpr bool kHalfScaled = wgmma_half_run_scaled(kFormat);
+  // Promotion groups per stage: the stage (fp8_block), its two runs, or its four k16 steps (IQ2_XS).
+  constexpr int kGroups = kStageScaled ? 1 : kHalfScaled ? 4 : 2;
+  constexpr bool kIq2 = tile16_iq2(kFormat);
   // FP4 and the split-order FP8 formats: the lane gathers wgmma's pairs from its quad's bytes (no
   // quad transpose). Not MXFP8's promoted instances: the FP8 gather's 64 bytes per run and lane spill
   // there (84 bytes, F32 out) next to the second accumulator set.
@@ -251,7 +290,8 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
       reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
-  const unsigned bars = smem_u32(ring + wgmma_ring_bytes(kFormat, kBN));  // full[kS], then empty[kS]
+  unsigned char* const codebook = ring + wgmma_ring_bytes(kFormat, kBN);  // IQ2 only
+  const unsigned bars = smem_u32(codebook + wgmma_grid_bytes(kFormat));  // full[kS], then empty[kS]
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (kS + s); };
 
@@ -283,10 +323,18 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         if (kb >= kS) mbar_wait(empty(s), ((kb / kS) - 1) & 1);
         unsigned char* st = ring + s * kStage;
         // Whole boxes: the zeros TMA writes past K (an odd run count) and past N count too.
-        mbar_arrive_expect_tx(full(s), kXBytes + (kWgRows / 16) * 2 * (kC + kSC));  // all parts of x
+        mbar_arrive_expect_tx(full(s), kXBytes + (kWgRows / 16) * (wgmma_tile_w_bytes(kFormat) + wgmma_tile_s_bytes(kFormat)));
         tma_load_2d_shared<kCluster>(smem_u32(st), &x_map, kWgStageK * kb, m0, kBN, 2 * kWgStageK, full(s), rank);
-        tma_load_3d(smem_u32(st + kWOff), &w_map, 0, 2 * kb, static_cast<int>(tile0), full(s));
-        if constexpr (kSC > 0) tma_load_3d(smem_u32(st + kSOff), &s_map, 0, 2 * kb, static_cast<int>(tile0), full(s));
+        if constexpr (kIq2) {  // block kb / 4, its runs 2j, 2j + 1 (32-bit elements of the chunk; see wgmma_tile_w_bytes)
+          const int b = kb >> 2, j = kb & 3;
+          tma_load_3d(smem_u32(st + kWOff), &w_map, 8 + 64 * j, b, static_cast<int>(tile0), full(s));
+          tma_load_3d(smem_u32(st + kSOff), &s_map, 0, b, static_cast<int>(tile0), full(s));
+          if constexpr (kHalfScaled)
+            tma_load_3d(smem_u32(st + kSOff + 256), &s_map, 264 + 8 * j, b, static_cast<int>(tile0), full(s));
+        } else {
+          tma_load_3d(smem_u32(st + kWOff), &w_map, 0, 2 * kb, static_cast<int>(tile0), full(s));
+          if constexpr (kSC > 0) tma_load_3d(smem_u32(st + kSOff), &s_map, 0, 2 * kb, static_cast<int>(tile0), full(s));
+        }
       }
     }
     cluster_exit_sync<kCluster>();
@@ -303,90 +351,126 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   B12X_UNROLL
   for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;
   unsigned nan_lo = 0, nan_hi = 0;
+  // IQ2: the consumers convert the codebook into shared memory while the first stages load; lane l
+  // reads copy l % 8 (mma_iq2.cuh).
+  unsigned grid = 0;
+  if constexpr (kIq2) {
+    iq2_fill_codebook<kFormat, kT>(codebook, static_cast<int>(threadIdx.x) - 128, 256);
+    named_barrier(1, 256);
+    grid = smem_u32(codebook) + 16 * (lane & 7);
+  }
 
   // Stage kb's A fragments ([run][k16 step][fragment]) from the weight chunks, once they have landed,
-  // and (run-scaled formats) its runs' block scales of rows g, g + 8 as FP32 (rs[run][lo / hi]).
-  auto load_stage = [&](int kb, unsigned (&a)[2][2][4], float (&rs)[2][2]) {
+  // and (promoted formats) the scales of its promotion groups for rows g, g + 8 as FP32
+  // (rs[group][lo / hi]; IQ2_XS: rs[0] = d / 4 of both rows, rs[1][run] = the run's two scale bytes,
+  // see iq2_xs_scale).
+  auto load_stage = [&](int kb, unsigned (&a)[2][2][4], float (&rs)[4][2]) {
     const int s = kb % kS;
     mbar_wait(full(s), (kb / kS) & 1);
     const unsigned char* st = ring + s * kStage;
     const unsigned char* w = st + kWOff + T * 2 * kC;
     const unsigned char* sc = st + kSOff + T * 2 * kSC;
     const bool second = 2LL * kb + 1 < runs;
+    // IQ2: the block's d / 4 of rows g and g + 8 (see iq2_db).
+    float d4_lo = 0.0f, d4_hi = 0.0f;
+    if constexpr (kIq2) {
+      const unsigned dw = lds_u32(smem_u32(st + kSOff + 32 * T + 4 * g));
+      d4_lo = mul_rn(f16_to_f32_cvt(dw & 0xFFFFu), 0.25f), d4_hi = mul_rn(f16_to_f32_cvt(dw >> 16), 0.25f);
+    }
     B12X_UNROLL
     for (int u = 0; u < 2; ++u) {
-      // K % 64 == 32: the last stage's second run is past K; its bytes are stale, read zeros.
-      const bool live = u == 0 || second;
-      unsigned lo[kWords] = {}, hi[kWords] = {};
-      const unsigned char* slot = w + u * kC + 2 * 4 * kWords * lane;
-      if constexpr (kGather && kWords == 1) {
-        // FP4: quad g's 32 bytes, row g's word then row g + 8's of lanes 4g .. 4g+3. Byte t of lane
-        // c's word holds elements 8c + 2t, 8c + 2t + 1: gathered into byte c, they are pair c of
-        // wgmma's order (a[u][c / 2][c % 2 ? 2 : 0] and, for row g + 8, [1 / 3]).
-        if (live) {
-          const unsigned q = smem_u32(w + u * kC + 32 * g);
-          const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16);
-          wgmma_fp4_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w}, t, lo[0], hi[0]);
-        }
-      } else if constexpr (kGather) {
-        // FP8: quad g's 64 bytes (wgmma_fp8_gather); pairs in the same order as FP4's.
-        if (live) {
-          const unsigned q = smem_u32(w + u * kC + 64 * g);
-          const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16), q2 = lds_u32x4(q + 32), q3 = lds_u32x4(q + 48);
-          wgmma_fp8_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w, q3.x, q3.y, q3.z, q3.w},
-                           t, lo, hi);
-        }
-      } else if (live) {
-        if constexpr (kWords == 4) {
-          const U32x4 va = ld_u32x4(slot), vb = ld_u32x4(slot + 16);
-          lo[0] = va.x, lo[1] = va.y, lo[2] = va.z, lo[3] = va.w;
-          hi[0] = vb.x, hi[1] = vb.y, hi[2] = vb.z, hi[3] = vb.w;
-        } else if constexpr (kWords == 2) {
-          const U32x4 v = ld_u32x4(slot);
-          lo[0] = v.x, lo[1] = v.y, hi[0] = v.z, hi[1] = v.w;
-        } else {
-          const uint2 v = *reinterpret_cast<const uint2*>(slot);
-          lo[0] = v.x, hi[0] = v.y;
-        }
-      }
-      unsigned sb_lo = 0, sb_hi = 0;
-      unsigned sg_lo[2] = {}, sg_hi[2] = {};  // NVFP4: the scale pairs of groups 0 and 1 (k16 steps 0, 1)
-      if constexpr (kFormat == kFmtNvfp4) {
-        // E4M3 bytes: group 0 row g, row g + 8, group 1 row g, row g + 8; each group's pair converted
-        // at once (nvfp4_scale_pair: the scale * 2^-nvfp4_sum_shift form), then spread to both halves.
-        const unsigned sw = !live ? 0u
-                                  : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g) |
-                                        static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(sc + u * kSC + 16 + 2 * g)) << 16;
-        if constexpr (kTrackNan) nan_lo |= e4m3_nan_bits(sw & 0x00FF00FFu), nan_hi |= e4m3_nan_bits(sw & 0xFF00FF00u);
-        B12X_UNROLL
-        for (int q = 0; q < 2; ++q) {
-          const unsigned pair = nvfp4_scale_pair<kT>(sw, q);
-          sg_lo[q] = byte_perm(pair, 0u, 0x1010u), sg_hi[q] = byte_perm(pair, 0u, 0x3232u);
-        }
-      } else if constexpr (kFormat == kFmtMxfp4 || kFormat == kFmtMxfp8) {  // UE8M0 byte pair (row g, row g + 8)
-        const unsigned pr = !live ? 0u : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g);
-        if constexpr (kRunScaled) rs[u][0] = ue8m0_to_f32(pr & 0xFFu), rs[u][1] = ue8m0_to_f32(pr >> 8);
-        else sb_lo = ue8m0_bf16_pair(pr & 0xFFu), sb_hi = ue8m0_bf16_pair(pr >> 8);
-      } else if constexpr (kFormat == kFmtQ8_0) {  // d word g after the slots: d(row g) | d(row g + 8) << 16
-        const unsigned d = !live ? 0u : *reinterpret_cast<const unsigned*>(w + u * kC + 512 + 4 * g);
-        rs[u][0] = f16_to_f32(d & 0xFFFFu), rs[u][1] = f16_to_f32(d >> 16);
-      }
-      if constexpr (kTrackNan && kFormat != kFmtNvfp4) {
-        B12X_UNROLL
-        for (int i = 0; i < kWords; ++i) nan_lo |= e4m3_nan_bits(lo[i]), nan_hi |= e4m3_nan_bits(hi[i]);
-      }
       unsigned pl[4], ph[4];
-      if constexpr (kFormat == kFmtNvfp4) {  // gathered pairs 0, 1: group 0; 2, 3: group 1 (one multiply each)
-        B12X_UNROLL
-        for (int i = 0; i < 4; ++i)
-          pl[i] = nvfp4_pair<kT>(lo[0], i, sg_lo[i >> 1]), ph[i] = nvfp4_pair<kT>(hi[0], i, sg_hi[i >> 1]);
+      if constexpr (kIq2) {
+        // Row g's 8 qs bytes of the run, then row g + 8's; lane t decodes unit t (elements 8t .. 8t+7),
+        // the tile16 order of every other format: the quad transpose below applies as well.
+        const U32x4 q = lds_u32x4(smem_u32(st + kWOff + 256 * T + 128 * u + 16 * g));
+        if constexpr (kHalfScaled) {  // unit t (bytes 2t, 2t+1): 9-bit grid index | 7-bit sign index << 9
+          const unsigned sel = (2 * t) | (2 * t + 1) << 4;
+          const unsigned ul = byte_perm(q.x, q.y, sel), uh = byte_perm(q.z, q.w, sel);
+          iq2_unit(grid, ul & 511u, (ul >> 9) & 0x7Fu, pl);
+          iq2_unit(grid, uh & 511u, (uh >> 9) & 0x7Fu, ph);
+          // Scale nibbles: row g's byte (elements 0..15, 16..31), then row g + 8's; kept raw (fewer
+          // registers across the stage), made FP32 by promote (iq2_xs_scale).
+          rs[1][u] = f32_from_bits(lds_u16(smem_u32(st + kSOff + 256 + 32 * T + 16 * u + 2 * g)));
+          rs[0][0] = d4_lo, rs[0][1] = d4_hi;
+        } else {  // word 0: 4 grid indices; word 1: 4 x 7-bit sign index | scale << 28
+          iq2_unit(grid, byte_perm(q.x, 0u, 0x4440u | t), (q.y >> (7 * t)) & 0x7Fu, pl);
+          iq2_unit(grid, byte_perm(q.z, 0u, 0x4440u | t), (q.w >> (7 * t)) & 0x7Fu, ph);
+          rs[u][0] = iq2_db(d4_lo, iq2_magic_top(q.y)), rs[u][1] = iq2_db(d4_hi, iq2_magic_top(q.w));
+        }
       } else {
-        mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(lo, sb_lo, pl);
-        mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(hi, sb_hi, ph);
-      }
-      if constexpr ((kFormat == kFmtMxfp4 || kFormat == kFmtMxfp8) && !kRunScaled) {  // the block scale, folded exactly
-        B12X_UNROLL
-        for (int i = 0; i < 4; ++i) pl[i] = mul2<kT>(pl[i], sb_lo), ph[i] = mul2<kT>(ph[i], sb_hi);
+        // K % 64 == 32: the last stage's second run is past K; its bytes are stale, read zeros.
+        const bool live = u == 0 || second;
+        unsigned lo[kWords] = {}, hi[kWords] = {};
+        const unsigned char* slot = w + u * kC + 2 * 4 * kWords * lane;
+        if constexpr (kGather && kWords == 1) {
+          // FP4: quad g's 32 bytes, row g's word then row g + 8's of lanes 4g .. 4g+3. Byte t of lane
+          // c's word holds elements 8c + 2t, 8c + 2t + 1: gathered into byte c, they are pair c of
+          // wgmma's order (a[u][c / 2][c % 2 ? 2 : 0] and, for row g + 8, [1 / 3]).
+          if (live) {
+            const unsigned q = smem_u32(w + u * kC + 32 * g);
+            const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16);
+            wgmma_fp4_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w}, t, lo[0], hi[0]);
+          }
+        } else if constexpr (kGather) {
+          // FP8: quad g's 64 bytes (wgmma_fp8_gather); pairs in the same order as FP4's.
+          if (live) {
+            const unsigned q = smem_u32(w + u * kC + 64 * g);
+            const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16), q2 = lds_u32x4(q + 32), q3 = lds_u32x4(q + 48);
+            wgmma_fp8_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w, q3.x, q3.y, q3.z, q3.w},
+                             t, lo, hi);
+          }
+        } else if (live) {
+          if constexpr (kWords == 4) {
+            const U32x4 va = ld_u32x4(slot), vb = ld_u32x4(slot + 16);
+            lo[0] = va.x, lo[1] = va.y, lo[2] = va.z, lo[3] = va.w;
+            hi[0] = vb.x, hi[1] = vb.y, hi[2] = vb.z, hi[3] = vb.w;
+          } else if constexpr (kWords == 2) {
+            const U32x4 v = ld_u32x4(slot);
+            lo[0] = v.x, lo[1] = v.y, hi[0] = v.z, hi[1] = v.w;
+          } else {
+            const uint2 v = *reinterpret_cast<const uint2*>(slot);
+            lo[0] = v.x, hi[0] = v.y;
+          }
+        }
+        unsigned sb_lo = 0, sb_hi = 0;
+        unsigned sg_lo[2] = {}, sg_hi[2] = {};  // NVFP4: the scale pairs of groups 0 and 1 (k16 steps 0, 1)
+        if constexpr (kFormat == kFmtNvfp4) {
+          // E4M3 bytes: group 0 row g, row g + 8, group 1 row g, row g + 8; each group's pair converted
+          // at once (nvfp4_scale_pair: the scale * 2^-nvfp4_sum_shift form), then spread to both halves.
+          const unsigned sw = !live ? 0u
+                                    : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g) |
+                                          static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(sc + u * kSC + 16 + 2 * g)) << 16;
+          if constexpr (kTrackNan) nan_lo |= e4m3_nan_bits(sw & 0x00FF00FFu), nan_hi |= e4m3_nan_bits(sw & 0xFF00FF00u);
+          B12X_UNROLL
+          for (int q = 0; q < 2; ++q) {
+            const unsigned pair = nvfp4_scale_pair<kT>(sw, q);
+            sg_lo[q] = byte_perm(pair, 0u, 0x1010u), sg_hi[q] = byte_perm(pair, 0u, 0x3232u);
+          }
+        } else if constexpr (kFormat == kFmtMxfp4 || kFormat == kFmtMxfp8) {  // UE8M0 byte pair (row g, row g + 8)
+          const unsigned pr = !live ? 0u : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g);
+          if constexpr (kRunScaled) rs[u][0] = ue8m0_to_f32(pr & 0xFFu), rs[u][1] = ue8m0_to_f32(pr >> 8);
+          else sb_lo = ue8m0_bf16_pair(pr & 0xFFu), sb_hi = ue8m0_bf16_pair(pr >> 8);
+        } else if constexpr (kFormat == kFmtQ8_0) {  // d word g after the slots: d(row g) | d(row g + 8) << 16
+          const unsigned d = !live ? 0u : *reinterpret_cast<const unsigned*>(w + u * kC + 512 + 4 * g);
+          rs[u][0] = f16_to_f32(d & 0xFFFFu), rs[u][1] = f16_to_f32(d >> 16);
+        }
+        if constexpr (kTrackNan && kFormat != kFmtNvfp4) {
+          B12X_UNROLL
+          for (int i = 0; i < kWords; ++i) nan_lo |= e4m3_nan_bits(lo[i]), nan_hi |= e4m3_nan_bits(hi[i]);
+        }
+        if constexpr (kFormat == kFmtNvfp4) {  // gathered pairs 0, 1: group 0; 2, 3: group 1 (one multiply each)
+          B12X_UNROLL
+          for (int i = 0; i < 4; ++i)
+            pl[i] = nvfp4_pair<kT>(lo[0], i, sg_lo[i >> 1]), ph[i] = nvfp4_pair<kT>(hi[0], i, sg_hi[i >> 1]);
+        } else {
+          mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(lo, sb_lo, pl);
+          mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(hi, sb_hi, ph);
+        }
+        if constexpr ((kFormat == kFmtMxfp4 || kFormat == kFmtMxfp8) && !kRunScaled) {  // the block scale, folded exactly
+          B12X_UNROLL
+          for (int i = 0; i < 4; ++i) pl[i] = mul2<kT>(pl[i], sb_lo), ph[i] = mul2<kT>(ph[i], sb_hi);
+        }
       }
       if constexpr (!kGather) wgmma_quad_transpose(pl, t), wgmma_quad_transpose(ph, t);
       B12X_UNROLL
@@ -416,7 +500,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   };
   // Two register sets: stage kb + 1 is decoded while the wgmma of stage kb run.
   unsigned a0[2][2][4], a1[2][2][4];
-  float rs0[2][2] = {}, rs1[2][2] = {};
+  float rs0[4][2] = {}, rs1[4][2] = {};
   // The main loop without promotion: every wgmma into acc, one group in flight while the next stage
   // is decoded.
   auto plain_loop = [&] {
@@ -436,43 +520,111 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     wgmma_fence_regs(acc);
     release(kblocks - 1);
   };
-  if constexpr (kRunScaled || kStageScaled) {
-    // Promotion: per scale group, wgmma into the zeroed `part`, wait, acc += scale(row) * part.
-    // (ptxas turns the zeroing into the first wgmma's zero C operand.)
-    float part[kBN / 2];
+  if constexpr (kRunScaled || kHalfScaled || kStageScaled) {
+    // Promotion: per scale group, wgmma into a partial set (the first one overwriting it), wait,
+    // acc += scale(row) * part.
     const long long scale_cols = (k + 127) >> 7;  // fp8_block: [ceil(N / 128), ceil(K / 128)] FP32
-    auto run_stage = [&](int kb, unsigned (&a)[2][2][4], const float (&rs)[2][2], bool next,
-                         unsigned (&an)[2][2][4], float (&rsn)[2][2]) {
-      const unsigned x_addr = smem_u32(ring + (kb % kS) * kStage);
-      // fp8_block: the CTA's 128 rows are block row blockIdx.y; stage kb lies in K block kb / 2.
-      const float bs = kStageScaled ? ld_f32(scale + 4 * (static_cast<long long>(blockIdx.y) * scale_cols + (kb >> 1)))
-                                    : 0.0f;
-      constexpr int kGroups = kStageScaled ? 1 : 2;
-      B12X_UNROLL
-      for (int gi = 0; gi < kGroups; ++gi) {
-        B12X_UNROLL
-        for (int i = 0; i < kBN / 2; ++i) part[i] = 0.0f;
-        wgmma_fence_regs(part);
-        wgmma_fence();
-        B12X_UNROLL
-        for (int u = kGroups == 1 ? 0 : gi; u < (kGroups == 1 ? 2 : gi + 1); ++u)
-          B12X_UNROLL
-          for (int ks = 0; ks < 2; ++ks) wgmma_rs<kBN, kT>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * (2 * u + ks)));
-        wgmma_commit();
-        if (gi == kGroups - 1 && next) load_stage(kb + 1, an, rsn);  // decoded while the last group runs
-        wgmma_wait<0>();
-        wgmma_fence_regs(part);
-        // Accumulator i: row g (i % 4 < 2) or g + 8 of the warp's tile.
-        B12X_UNROLL
-        for (int i = 0; i < kBN / 2; ++i)
-          acc[i] = fma_rn(kStageScaled ? bs : rs[gi][(i >> 1) & 1], part[i], acc[i]);
-      }
-      release(kb);
+    // fp8_block: the CTA's 128 rows are block row blockIdx.y; stage kb lies in K block kb / 2.
+    auto stage_scale = [&](int kb) {
+      return kStageScaled ? ld_f32(scale + 4 * (static_cast<long long>(blockIdx.y) * scale_cols + (kb >> 1))) : 0.0f;
     };
-    load_stage(0, a0, rs0);
-    for (int kb = 0; kb < kblocks; kb += 2) {
-      run_stage(kb, a0, rs0, kb + 1 < kblocks, a1, rs1);
-      if (kb + 1 < kblocks) run_stage(kb + 1, a1, rs1, kb + 2 < kblocks, a0, rs0);
+    // Group gi of stage kb (its k16 steps 2 u + ks: all four, run gi's two, or step gi alone) into
+    // part, one commit group.
+    auto issue_group = [&](int kb, int gi, const unsigned (&a)[2][2][4], float (&part)[kBN / 2]) {
+      const unsigned x_addr = smem_u32(ring + (kb % kS) * kStage);
+      wgmma_fence();
+      constexpr int kSteps = 4 / kGroups;
+      B12X_UNROLL
+      for (int q = 0; q < kSteps; ++q) {
+        const int step = kSteps * gi + q, u = step >> 1, ks = step & 1;
+        if (q == 0) wgmma_rs<kBN, kT, false>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * step));
+        else wgmma_rs<kBN, kT>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * step));
+      }
+      wgmma_commit();
+    };
+    // acc += scale * part once group gi's wgmma have completed. Accumulator i: row g (i % 4 < 2)
+    // or g + 8 of the warp's tile.
+    auto promote = [&](int gi, float bs, const float (&rs)[4][2], float (&part)[kBN / 2]) {
+      float sc[2] = {bs, bs};
+      if constexpr (kHalfScaled) {  // group gi = k16 step gi % 2 of run gi / 2: nibble gi % 2 of each row's byte
+        const unsigned bytes = f32_bits(rs[1][gi >> 1]), sh = 4 * (gi & 1);
+        sc[0] = iq2_db(rs[0][0], iq2_magic((bytes >> sh) & 0xFu));
+        sc[1] = iq2_db(rs[0][1], iq2_magic((bytes >> (8 + sh)) & 0xFu));
+      } else if constexpr (!kStageScaled) {
+        sc[0] = rs[gi][0], sc[1] = rs[gi][1];
+      }
+      wgmma_fence_regs(part);
+      B12X_UNROLL
+      for (int i = 0; i < kBN / 2; ++i) acc[i] = fma_rn(sc[(i >> 1) & 1], part[i], acc[i]);
+    };
+    if constexpr (kBN == 64) {
+      // Two partial sets (64 tokens leave the registers for them): the next group is issued before
+      // this one's promotion, so the warpgroup's tensor work never waits for its own FMAs. Groups
+      // alternate between pe (even group index) and po; the next stage is decoded while the stage's
+      // last group runs.
+      float part0[kBN / 2], part1[kBN / 2];
+      // kNext (a compile-time tag): a stage follows, whose first group is issued before this stage's
+      // last promotion. No branch may decide whether a group is issued: the compiler would join the
+      // two paths' partial sets with moves of in-flight accumulators, and ptxas serialize the wgmma.
+      auto run_stage = [&](auto next, int kb, const unsigned (&a)[2][2][4], const float (&rs)[4][2],
+                           unsigned (&an)[2][2][4], float (&rsn)[4][2], float (&pe)[kBN / 2], float (&po)[kBN / 2]) {
+        const float bs = stage_scale(kb);
+        B12X_UNROLL
+        for (int gi = 0; gi < kGroups; ++gi) {
+          if (gi + 1 < kGroups) {
+            issue_group(kb, gi + 1, a, (gi + 1) % 2 ? po : pe);
+            wgmma_wait<1>();
+          } else if constexpr (decltype(next)::value) {
+            load_stage(kb + 1, an, rsn);  // decoded while this group runs
+            issue_group(kb + 1, 0, an, (gi + 1) % 2 ? po : pe);
+            wgmma_wait<1>();
+          } else {
+            wgmma_wait<0>();
+          }
+          promote(gi, bs, rs, gi % 2 ? po : pe);
+        }
+        release(kb);
+      };
+      // With an odd group count (fp8_block) the stages' first groups alternate between the sets.
+      constexpr BoolTag<true> more;
+      constexpr BoolTag<false> last;
+      auto run_odd_stage = [&](auto next, int kb) {
+        if constexpr (kGroups % 2) run_stage(next, kb, a1, rs1, a0, rs0, part1, part0);
+        else run_stage(next, kb, a1, rs1, a0, rs0, part0, part1);
+      };
+      load_stage(0, a0, rs0);
+      issue_group(0, 0, a0, part0);
+      int kb = 0;
+      for (; kb + 2 < kblocks; kb += 2) {  // stage pairs with a stage after them
+        run_stage(more, kb, a0, rs0, a1, rs1, part0, part1);
+        run_odd_stage(more, kb + 1);
+      }
+      if (kb + 1 < kblocks) {  // the last two stages
+        run_stage(more, kb, a0, rs0, a1, rs1, part0, part1);
+        run_odd_stage(last, kb + 1);
+      } else {  // the last stage
+        run_stage(last, kb, a0, rs0, a1, rs1, part0, part1);
+      }
+    } else {
+      // One partial set (128 tokens: a second would not fit 232 registers): issue, wait, promote.
+      float part[kBN / 2];
+      auto run_stage = [&](int kb, const unsigned (&a)[2][2][4], const float (&rs)[4][2], bool next,
+                           unsigned (&an)[2][2][4], float (&rsn)[4][2]) {
+        const float bs = stage_scale(kb);
+        B12X_UNROLL
+        for (int gi = 0; gi < kGroups; ++gi) {
+          issue_group(kb, gi, a, part);
+          if (gi == kGroups - 1 && next) load_stage(kb + 1, an, rsn);  // decoded while the last group runs
+          wgmma_wait<0>();
+          promote(gi, bs, rs, part);
+        }
+        release(kb);
+      };
+      load_stage(0, a0, rs0);
+      for (int kb = 0; kb < kblocks; kb += 2) {
+        run_stage(kb, a0, rs0, kb + 1 < kblocks, a1, rs1);
+        if (kb + 1 < kblocks) run_stage(kb + 1, a1, rs1, kb + 2 < kblocks, a0, rs0);
+      }
     }
   } else {
     plain_loop();
