@@ -101,7 +101,7 @@ KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta, int split = dev
 // The prefill paths as (largest M, tokens per CTA), in order, the last one ending at max_tokens: 64
 // tokens per CTA up to M = 64, 128 up to 128, and 128 further while 256-token CTAs would not give
 // every SM one (a grid of ceil(M / 256) x ceil(N / 128) CTAs below the SM count), then 256; formats
-// whose block scales are promoted (wgmma_max_tokens_per_cta) stay at 128, IQ2 at 64. Split paths (MXFP8 with
+// whose block scales are promoted (wgmma_max_tokens_per_cta) stay at 128. Split paths (MXFP8 with
 // BF16 x): the buckets of the fold instance (256); the promote instance takes min(bucket, 128).
 std::vector<std::pair<int64_t, int>> prefill_buckets(const Caps& caps, int sm_count) {
   const int f = static_cast<int>(caps.format), a = act_code(caps.act_dtype);
@@ -110,7 +110,7 @@ std::vector<std::pair<int64_t, int>> prefill_buckets(const Caps& caps, int sm_co
                                                          : device::wgmma_max_tokens_per_cta(f, a));
   auto buckets = tile_buckets({{kPrefillBuckets[0], 64}, {kPrefillBuckets[1], 128}}, widest,
                               (caps.n + device::kWgRows - 1) / device::kWgRows, sm_count, caps.max_tokens);
-  for (auto& [top, bn] : buckets) bn = std::min(bn, widest);  // IQ2 (or the cap): 64 tokens per CTA in every bucket
+  for (auto& [top, bn] : buckets) bn = std::min(bn, widest);  // B12X_PREFILL_TOKENS_PER_CTA=64: in every bucket
   return buckets;
 }
 

@@ -443,7 +443,7 @@ TEST_F(LinearGpu, PrefillGivesEveryWeightExactlyWithOneHotActivations) {
   for (const auto& [f, act] : prefill_cases())
     for (int64_t n : {304, 432}) {
       // 11 runs; one token per column (M = 352: two 256-token CTAs). IQ2: two 256-K blocks (M = 512:
-      // eight 64-token CTAs), every grid entry and sign pattern drawn many times.
+      // four 128-token CTAs), every grid entry and sign pattern drawn many times.
       const int64_t k = f == Format::iq2_xxs || f == Format::iq2_xs ? 512 : 352;
       linear::Caps caps = make_caps(f, n, k, k, act, DType::f32, false, DType::bf16);
       caps.layout = WeightLayout::tile16;

@@ -129,16 +129,16 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   // tiles x 3 out each; mma_iq2: 2 formats x 2 act x 2 token tiles x 3 out; wgmma_tile16 (prefill):
   // the mma combinations x 3 out, with 64 / 128 / 256 tokens per CTA where the block scale folds
   // (bf16, f16, fp8, fp8_channel, nvfp4 x 2 act, mxfp4 x bf16: 9) and 64 / 128 where it is promoted
-  // (fp8_block, mxfp8, q8_0 x 2 act, mxfp4 x f16: 7), 64 only for IQ2 (2 formats x 2 act: 4), sm_90a only; MXFP8 with BF16 x as two
+  // (fp8_block, mxfp8, q8_0, iq2_xxs, iq2_xs x 2 act, mxfp4 x f16: 11), sm_90a only; MXFP8 with BF16 x as two
   // instances (scale_split 1: the row blocks whose scales fold, 64 / 128 / 256 tokens; 2: the others,
   // 64 / 128): three more per out;
-  // every unsplit one (43 per out) also as a cluster of two CTAs (x multicast).
+  // every unsplit one (47 per out) also as a cluster of two CTAs (x multicast).
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
   // wgmma_fp8 (quantized activations): promoted: 3 modes x 4 token tiles (16 .. 128); fast_accum:
   // fp8_tensor and fp8_token x 5 (16 .. 256); x 3 out, sm_90a only; fp8_tensor / fp8_token tiles of
   // 128 and 256 tokens also as clusters of two (2 promoted + 4 fast).
   EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 +
-                              (9 * 3 + 7 * 2 + 4 + 3 + 43) * 3 + (3 * 4 + 2 * 5 + 6) * 3);
+                              (9 * 3 + 11 * 2 + 3 + 47) * 3 + (3 * 4 + 2 * 5 + 6) * 3);
   std::set<std::string> names;
   size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, clustered = 0, fp8 = 0;
   for (const auto& s : specs) {
@@ -181,8 +181,8 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a", "sm_120a"}));
     EXPECT_GT(s.max_registers, 0);
   }
-  EXPECT_EQ(prefill, (9u * 3 + 7 * 2 + 4 + 3 + 43) * 3);
-  EXPECT_EQ(clustered, 43u * 3);
+  EXPECT_EQ(prefill, (9u * 3 + 11 * 2 + 3 + 47) * 3);
+  EXPECT_EQ(clustered, 47u * 3);
   EXPECT_EQ(fp8, (3u * 4 + 2 * 5 + 6) * 3);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
   EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
@@ -311,17 +311,17 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
               c.format = Format::mxfp4;  // BF16 x: the scale folds, 256 tokens per CTA
               return c;
             }(), 4096, 132).tokens_per_cta, 256);
-  // IQ2: 64 tokens per CTA in every bucket (its promoted instances spill at 128), the same kernel.
+  // IQ2: promoted like Q8_0: 64 tokens per CTA up to M = 64, then 128.
   for (const auto& [f, act] : {std::pair{Format::iq2_xxs, DType::bf16}, std::pair{Format::iq2_xs, DType::f16}}) {
     linear::Caps c = caps;
     c.format = f, c.act_dtype = act, c.max_tokens = 8192;
     for (int64_t m : {17, 64, 65, 128, 129, 4096, 8192}) {
       const linear::PlanPath p = linear::plan_path(c, m, 132);
-      EXPECT_EQ(p.tokens_per_cta, 64) << p.name;
+      EXPECT_EQ(p.tokens_per_cta, m <= 64 ? 64 : 128) << p.name;
       EXPECT_EQ(p.spec.kernel, "linear.wgmma_tile16") << p.name;
       EXPECT_GE(p.max_tokens, m);
     }
-    EXPECT_EQ(linear::kernel_specs(c).size(), 3u);  // mma_iq2 x 2 token tiles, wgmma 64
+    EXPECT_EQ(linear::kernel_specs(c).size(), 4u);  // mma_iq2 x 2 token tiles, wgmma 64 and 128
   }
   // B12X_PREFILL_TOKENS_PER_CTA caps the tile (A/B measurements); anything but 64 / 128 / 256 is refused.
   {

@@ -51,7 +51,7 @@
 // ring's budget); a lane decodes unit t of rows g and g + 8 with mma_iq2's iq2_unit (grid pairs
 // exact in BF16 / F16, signs by XOR) into the tile16 order, and the quad transpose follows. The
 // sub-block scale db = (d * (0.5 + s)) * 0.25 is not exact in 16 bits, so it is promoted: per run
-// (IQ2_XXS), per k16 step (IQ2_XS, whose two scales per run cover 16 K each); 64 tokens per CTA.
+// (IQ2_XXS), per k16 step (IQ2_XS, whose two scales per run cover 16 K each); at most 128 tokens per CTA.
 //
 // Clusters (kCluster = 2): the two CTAs of a cluster are neighbours in grid.y, so they take the same
 // kBN tokens for different 128-row blocks. Each loads half of the stage's x box by TMA multicast into
@@ -99,12 +99,9 @@ constexpr bool wgmma_split_scales(int format, int act) { return format == kFmtMx
 // the same decoders) and IQ2 (mma_iq2.cuh's decoders, the codebook in shared memory).
 constexpr bool wgmma_supports(int format, int act) { return mma_supports(format, act) || tile16_iq2(format); }
 
-// Tokens per CTA the kernel may take: promotion keeps a second accumulator set of kBN / 2 registers,
-// which fits the consumers' 232 registers up to 128 tokens; IQ2 (the codebook address, IQ2_XS's
-// four scales per run) up to 64 (at 128 IQ2_XXS spilled 20 bytes and IQ2_XS's wgmma were serialized).
-constexpr int wgmma_max_tokens_per_cta(int format, int act) {
-  return tile16_iq2(format) ? 64 : wgmma_promoted(format, act) ? 128 : 256;
-}
+// Tokens per CTA the kernel may take: promotion keeps a second accumulator set of kBN / 2 registers
+// (at 64 tokens two, see the promoted loop), which fits the consumers' 232 registers up to 128 tokens.
+constexpr int wgmma_max_tokens_per_cta(int format, int act) { return wgmma_promoted(format, act) ? 128 : 256; }
 // The same for an instance of a split pair: the fold instance promotes nothing and takes 256 tokens
 // (its own grid), the promote instance 128.
 constexpr int wgmma_split_max_tokens(int split) { return split == kSplitFold ? 256 : 128; }
