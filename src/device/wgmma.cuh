@@ -132,6 +132,26 @@ B12X_DEV void mbar_arrive_all(unsigned bar) {
     mbar_arrive(bar);
   }
 }
+// mbar_arrive_all in the threads where `pred` holds, as predicated instructions: no branch, so code
+// around it stays one basic block (a branch among in-flight wgmma makes the compiler copy their
+// accumulators at the join, and ptxas serialize them).
+template <int kCluster>
+B12X_DEV void mbar_arrive_all_if(unsigned bar, bool pred) {
+  B12X_UNROLL
+  for (int c = 0; c < kCluster; ++c) {
+    if constexpr (kCluster > 1)
+      asm volatile(
+          "{\n.reg .pred p;\n.reg .b32 remote;\nsetp.ne.b32 p, %2, 0;\n"
+          "mapa.shared::cluster.u32 remote, %0, %1;\n"
+          "@p mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+          "r"(c), "r"(static_cast<unsigned>(pred))
+          : "memory");
+    else
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
+                   "r"(static_cast<unsigned>(pred))
+                   : "memory");
+  }
+}
 // Before a cluster kernel's thread exits: its peers may still arrive on its barriers.
 template <int kCluster>
 B12X_DEV void cluster_exit_sync() {

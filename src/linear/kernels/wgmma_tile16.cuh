@@ -367,7 +367,6 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     const unsigned char* st = ring + s * kStage;
     const unsigned char* w = st + kWOff + T * 2 * kC;
     const unsigned char* sc = st + kSOff + T * 2 * kSC;
-    const bool second = 2LL * kb + 1 < runs;
     // IQ2: the block's d / 4 of rows g and g + 8 (see iq2_db).
     float d4_lo = 0.0f, d4_hi = 0.0f;
     if constexpr (kIq2) {
@@ -396,28 +395,25 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
           rs[u][0] = iq2_db(d4_lo, iq2_magic_top(q.y)), rs[u][1] = iq2_db(d4_hi, iq2_magic_top(q.w));
         }
       } else {
-        // K % 64 == 32: the last stage's second run is past K; its bytes are stale, read zeros.
-        const bool live = u == 0 || second;
+        // K % 64 == 32: the last stage's second run is past K; the TMA wrote zeros there (its boxes
+        // are zero-filled outside the tensor), which decode to zero pairs and scales, so every lane
+        // reads it like the others (no branch: see the promoted loop on branches).
         unsigned lo[kWords] = {}, hi[kWords] = {};
         const unsigned char* slot = w + u * kC + 2 * 4 * kWords * lane;
         if constexpr (kGather && kWords == 1) {
           // FP4: quad g's 32 bytes, row g's word then row g + 8's of lanes 4g .. 4g+3. Byte t of lane
           // c's word holds elements 8c + 2t, 8c + 2t + 1: gathered into byte c, they are pair c of
           // wgmma's order (a[u][c / 2][c % 2 ? 2 : 0] and, for row g + 8, [1 / 3]).
-          if (live) {
-            const unsigned q = smem_u32(w + u * kC + 32 * g);
-            const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16);
-            wgmma_fp4_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w}, t, lo[0], hi[0]);
-          }
+          const unsigned q = smem_u32(w + u * kC + 32 * g);
+          const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16);
+          wgmma_fp4_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w}, t, lo[0], hi[0]);
         } else if constexpr (kGather) {
           // FP8: quad g's 64 bytes (wgmma_fp8_gather); pairs in the same order as FP4's.
-          if (live) {
-            const unsigned q = smem_u32(w + u * kC + 64 * g);
-            const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16), q2 = lds_u32x4(q + 32), q3 = lds_u32x4(q + 48);
-            wgmma_fp8_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w, q3.x, q3.y, q3.z, q3.w},
-                             t, lo, hi);
-          }
-        } else if (live) {
+          const unsigned q = smem_u32(w + u * kC + 64 * g);
+          const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16), q2 = lds_u32x4(q + 32), q3 = lds_u32x4(q + 48);
+          wgmma_fp8_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w, q3.x, q3.y, q3.z, q3.w},
+                           t, lo, hi);
+        } else {
           if constexpr (kWords == 4) {
             const U32x4 va = ld_u32x4(slot), vb = ld_u32x4(slot + 16);
             lo[0] = va.x, lo[1] = va.y, lo[2] = va.z, lo[3] = va.w;
@@ -435,9 +431,8 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         if constexpr (kFormat == kFmtNvfp4) {
           // E4M3 bytes: group 0 row g, row g + 8, group 1 row g, row g + 8; each group's pair converted
           // at once (nvfp4_scale_pair: the scale * 2^-nvfp4_sum_shift form), then spread to both halves.
-          const unsigned sw = !live ? 0u
-                                    : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g) |
-                                          static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(sc + u * kSC + 16 + 2 * g)) << 16;
+          const unsigned sw = *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g) |
+                              static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(sc + u * kSC + 16 + 2 * g)) << 16;
           if constexpr (kTrackNan) nan_lo |= e4m3_nan_bits(sw & 0x00FF00FFu), nan_hi |= e4m3_nan_bits(sw & 0xFF00FF00u);
           B12X_UNROLL
           for (int q = 0; q < 2; ++q) {
@@ -445,11 +440,11 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
             sg_lo[q] = byte_perm(pair, 0u, 0x1010u), sg_hi[q] = byte_perm(pair, 0u, 0x3232u);
           }
         } else if constexpr (kFormat == kFmtMxfp4 || kFormat == kFmtMxfp8) {  // UE8M0 byte pair (row g, row g + 8)
-          const unsigned pr = !live ? 0u : *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g);
+          const unsigned pr = *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g);
           if constexpr (kRunScaled) rs[u][0] = ue8m0_to_f32(pr & 0xFFu), rs[u][1] = ue8m0_to_f32(pr >> 8);
           else sb_lo = ue8m0_bf16_pair(pr & 0xFFu), sb_hi = ue8m0_bf16_pair(pr >> 8);
         } else if constexpr (kFormat == kFmtQ8_0) {  // d word g after the slots: d(row g) | d(row g + 8) << 16
-          const unsigned d = !live ? 0u : *reinterpret_cast<const unsigned*>(w + u * kC + 512 + 4 * g);
+          const unsigned d = *reinterpret_cast<const unsigned*>(w + u * kC + 512 + 4 * g);
           rs[u][0] = f16_to_f32(d & 0xFFFFu), rs[u][1] = f16_to_f32(d >> 16);
         }
         if constexpr (kTrackNan && kFormat != kFmtNvfp4) {
@@ -493,7 +488,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   // With clusters every CTA's producer writes its x part into this slot: release it in all of them.
   auto release = [&](int kb) {
     __syncwarp();
-    if (lane == 0) mbar_arrive_all<kCluster>(empty(kb % kS));
+    mbar_arrive_all_if<kCluster>(empty(kb % kS), lane == 0);  // predicated: no branch (mbar_arrive_all_if)
   };
   // Two register sets: stage kb + 1 is decoded while the wgmma of stage kb run.
   unsigned a0[2][2][4], a1[2][2][4];
@@ -519,29 +514,37 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   };
   if constexpr (kRunScaled || kHalfScaled || kStageScaled) {
     // Promotion: per scale group, wgmma into a partial set (the first one overwriting it), wait,
-    // acc += scale(row) * part.
+    // acc += scale(row) * part, with the next subgroup's wgmma in flight.
     const long long scale_cols = (k + 127) >> 7;  // fp8_block: [ceil(N / 128), ceil(K / 128)] FP32
     // fp8_block: the CTA's 128 rows are block row blockIdx.y; stage kb lies in K block kb / 2.
     auto stage_scale = [&](int kb) {
       return kStageScaled ? ld_f32(scale + 4 * (static_cast<long long>(blockIdx.y) * scale_cols + (kb >> 1))) : 0.0f;
     };
-    // Group gi of stage kb (its k16 steps 2 u + ks: all four, run gi's two, or step gi alone) into
-    // part, one commit group.
-    auto issue_group = [&](int kb, int gi, const unsigned (&a)[2][2][4], float (&part)[kBN / 2]) {
-      const unsigned x_addr = smem_u32(ring + (kb % kS) * kStage);
+    // Subgroups: group gi's wgmma (its k16 steps 2 u + ks: all four, run gi's two, or step gi alone)
+    // over one 64-token half h of the CTA's tokens, into a 32-register partial set; subgroup j of a
+    // stage is (gi, h) = (j / kHalves, j % kHalves). Two partial sets alternate, so the next
+    // subgroup is issued before this one is promoted: the warpgroup's tensor work never waits for
+    // its own FMAs (at 128 tokens the halves cost the registers one n128 set did).
+    constexpr int kHalves = kBN / 64, kSub = kGroups * kHalves;
+    static_assert(kHalves == 1 || kHalves == 2, "promoted formats: 64 or 128 tokens per CTA");
+    auto issue_sub = [&](int kb, int j, const unsigned (&a)[2][2][4], float (&part)[32]) {
+      const int gi = j / kHalves, h = j % kHalves;
+      // Token rows 64 h ..: 64 rows of 128 bytes further (whole 1024-byte swizzle atoms).
+      const unsigned x_addr = smem_u32(ring + (kb % kS) * kStage) + 64 * 128 * h;
       wgmma_fence();
       constexpr int kSteps = 4 / kGroups;
       B12X_UNROLL
       for (int q = 0; q < kSteps; ++q) {
         const int step = kSteps * gi + q, u = step >> 1, ks = step & 1;
-        if (q == 0) wgmma_rs<kBN, kT, false>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * step));
-        else wgmma_rs<kBN, kT>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * step));
+        if (q == 0) wgmma_rs<64, kT, false>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * step));
+        else wgmma_rs<64, kT>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * step));
       }
       wgmma_commit();
     };
-    // acc += scale * part once group gi's wgmma have completed. Accumulator i: row g (i % 4 < 2)
-    // or g + 8 of the warp's tile.
-    auto promote = [&](int gi, float bs, const float (&rs)[4][2], float (&part)[kBN / 2]) {
+    // acc += scale * part once subgroup j's wgmma have completed. Accumulator i of half h is
+    // acc[32 h + i]: row g (i % 4 < 2) or g + 8 of the warp's tile.
+    auto promote = [&](int j, float bs, const float (&rs)[4][2], float (&part)[32]) {
+      const int gi = j / kHalves, h = j % kHalves;
       float sc[2] = {bs, bs};
       if constexpr (kHalfScaled) {  // group gi = k16 step gi % 2 of run gi / 2: nibble gi % 2 of each row's byte
         const unsigned bytes = f32_bits(rs[1][gi >> 1]), sh = 4 * (gi & 1);
@@ -552,76 +555,52 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
       }
       wgmma_fence_regs(part);
       B12X_UNROLL
-      for (int i = 0; i < kBN / 2; ++i) acc[i] = fma_rn(sc[(i >> 1) & 1], part[i], acc[i]);
+      for (int i = 0; i < 32; ++i) acc[32 * h + i] = fma_rn(sc[(i >> 1) & 1], part[i], acc[32 * h + i]);
     };
-    if constexpr (kBN == 64) {
-      // Two partial sets (64 tokens leave the registers for them): the next group is issued before
-      // this one's promotion, so the warpgroup's tensor work never waits for its own FMAs. Groups
-      // alternate between pe (even group index) and po; the next stage is decoded while the stage's
-      // last group runs.
-      float part0[kBN / 2], part1[kBN / 2];
-      // kNext (a compile-time tag): a stage follows, whose first group is issued before this stage's
-      // last promotion. No branch may decide whether a group is issued: the compiler would join the
-      // two paths' partial sets with moves of in-flight accumulators, and ptxas serialize the wgmma.
-      auto run_stage = [&](auto next, int kb, const unsigned (&a)[2][2][4], const float (&rs)[4][2],
-                           unsigned (&an)[2][2][4], float (&rsn)[4][2], float (&pe)[kBN / 2], float (&po)[kBN / 2]) {
-        const float bs = stage_scale(kb);
-        B12X_UNROLL
-        for (int gi = 0; gi < kGroups; ++gi) {
-          if (gi + 1 < kGroups) {
-            issue_group(kb, gi + 1, a, (gi + 1) % 2 ? po : pe);
-            wgmma_wait<1>();
-          } else if constexpr (decltype(next)::value) {
-            load_stage(kb + 1, an, rsn);  // decoded while this group runs
-            issue_group(kb + 1, 0, an, (gi + 1) % 2 ? po : pe);
-            wgmma_wait<1>();
-          } else {
-            wgmma_wait<0>();
-          }
-          promote(gi, bs, rs, gi % 2 ? po : pe);
-        }
-        release(kb);
-      };
-      // With an odd group count (fp8_block) the stages' first groups alternate between the sets.
-      constexpr BoolTag<true> more;
-      constexpr BoolTag<false> last;
-      auto run_odd_stage = [&](auto next, int kb) {
-        if constexpr (kGroups % 2) run_stage(next, kb, a1, rs1, a0, rs0, part1, part0);
-        else run_stage(next, kb, a1, rs1, a0, rs0, part0, part1);
-      };
-      load_stage(0, a0, rs0);
-      issue_group(0, 0, a0, part0);
-      int kb = 0;
-      for (; kb + 2 < kblocks; kb += 2) {  // stage pairs with a stage after them
-        run_stage(more, kb, a0, rs0, a1, rs1, part0, part1);
-        run_odd_stage(more, kb + 1);
-      }
-      if (kb + 1 < kblocks) {  // the last two stages
-        run_stage(more, kb, a0, rs0, a1, rs1, part0, part1);
-        run_odd_stage(last, kb + 1);
-      } else {  // the last stage
-        run_stage(last, kb, a0, rs0, a1, rs1, part0, part1);
-      }
-    } else {
-      // One partial set (128 tokens: a second would not fit 232 registers): issue, wait, promote.
-      float part[kBN / 2];
-      auto run_stage = [&](int kb, const unsigned (&a)[2][2][4], const float (&rs)[4][2], bool next,
-                           unsigned (&an)[2][2][4], float (&rsn)[4][2]) {
-        const float bs = stage_scale(kb);
-        B12X_UNROLL
-        for (int gi = 0; gi < kGroups; ++gi) {
-          issue_group(kb, gi, a, part);
-          if (gi == kGroups - 1 && next) load_stage(kb + 1, an, rsn);  // decoded while the last group runs
+    float part0[32], part1[32];
+    // next (a compile-time tag): a stage follows, whose first subgroup is issued before this
+    // stage's last promotion. No branch may decide whether a subgroup is issued: the compiler would
+    // join the two paths' partial sets with moves of in-flight accumulators, and ptxas serialize the
+    // wgmma. pe / po: the sets of the stage's even / odd subgroups.
+    auto run_stage = [&](auto next, int kb, const unsigned (&a)[2][2][4], const float (&rs)[4][2],
+                         unsigned (&an)[2][2][4], float (&rsn)[4][2], float (&pe)[32], float (&po)[32]) {
+      const float bs = stage_scale(kb);
+      B12X_UNROLL
+      for (int j = 0; j < kSub; ++j) {
+        if (j + 1 < kSub) {
+          issue_sub(kb, j + 1, a, (j + 1) % 2 ? po : pe);
+          wgmma_wait<1>();
+        } else if constexpr (decltype(next)::value) {
+          load_stage(kb + 1, an, rsn);  // decoded while this subgroup runs
+          issue_sub(kb + 1, 0, an, (j + 1) % 2 ? po : pe);
+          wgmma_wait<1>();
+        } else {
           wgmma_wait<0>();
-          promote(gi, bs, rs, part);
         }
-        release(kb);
-      };
-      load_stage(0, a0, rs0);
-      for (int kb = 0; kb < kblocks; kb += 2) {
-        run_stage(kb, a0, rs0, kb + 1 < kblocks, a1, rs1);
-        if (kb + 1 < kblocks) run_stage(kb + 1, a1, rs1, kb + 2 < kblocks, a0, rs0);
+        promote(j, bs, rs, j % 2 ? po : pe);
       }
+      release(kb);
+    };
+    // With an odd subgroup count (fp8_block at 64 tokens) the stages' first subgroups alternate
+    // between the sets.
+    constexpr BoolTag<true> more;
+    constexpr BoolTag<false> last;
+    auto run_odd_stage = [&](auto next, int kb) {
+      if constexpr (kSub % 2) run_stage(next, kb, a1, rs1, a0, rs0, part1, part0);
+      else run_stage(next, kb, a1, rs1, a0, rs0, part0, part1);
+    };
+    load_stage(0, a0, rs0);
+    issue_sub(0, 0, a0, part0);
+    int kb = 0;
+    for (; kb + 2 < kblocks; kb += 2) {  // stage pairs with a stage after them
+      run_stage(more, kb, a0, rs0, a1, rs1, part0, part1);
+      run_odd_stage(more, kb + 1);
+    }
+    if (kb + 1 < kblocks) {  // the last two stages
+      run_stage(more, kb, a0, rs0, a1, rs1, part0, part1);
+      run_odd_stage(last, kb + 1);
+    } else {  // the last stage
+      run_stage(last, kb, a0, rs0, a1, rs1, part0, part1);
     }
   } else {
     plain_loop();
