@@ -4,8 +4,8 @@
     y = b12x.linear.mm(x, w, bias)                                                       # per call
 
 CUDA, act_mode 'a16' (BF16/FP16 activations): M <= 16 rows in one launch of a decode kernel; larger
-M in one launch of the prefill kernel (wgmma) for tile16 weights of every format but IQ2, else as
-ceil(M/16) launches of the 16-token path. act_mode 'fp8_tensor' / 'fp8_token' / 'fp8_block' with
+M in one launch of the prefill kernel (wgmma) for tile16 weights of every format, else (checkpoint
+layout) as ceil(M/16) launches of the 16-token path. act_mode 'fp8_tensor' / 'fp8_token' / 'fp8_block' with
 checkpoint-layout fp8 / fp8_channel / fp8_block weights: x quantized on the GPU, then the FP8
 tensor-core GEMM. act_mode 'mxfp8' (mxfp8 / mxfp4 weights) / 'nvfp4' (nvfp4 weights, input_scale =
 ModelOpt's input_scale): x quantized on the GPU, decoded exactly to BF16, then the BF16 paths above.

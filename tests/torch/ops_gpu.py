@@ -63,7 +63,7 @@ def test_linear_cuda_matches_the_cpu_kernel(rng, fmt):
                 check_against_cpu(y.view(m, n), want, abs_sum, f"{fmt}/{layout}/functional")
 
 
-@pytest.mark.parametrize("fmt", [f for f in FORMATS if not f.startswith("iq2") and f != "f16"])  # BF16 x
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "f16"])  # BF16 x
 def test_prefill_cuda_matches_the_cpu_kernel(rng, fmt):
     # M > 16 on tile16 weights of a prefill format: one launch of the wgmma kernel (plan names say so).
     n, k = 272, 512
@@ -252,8 +252,11 @@ def test_plan_names_the_kernels(rng):
     assert all("mma_tile16" in line for line in p.paths[:5]) and p.paths[5].startswith("M<=64: prefill.wgmma_tile16")
     wb, _ = oracle_weight(rng, "iq2_xxs", 64, 256, DEV)
     q = b12x.linear.plan(b12x.linear.pack_weight(wb.weight, wb.weight_scale, wb.tensor_scale, format="iq2_xxs"),
-                         max_tokens=64)  # no prefill kernel for IQ2 yet: 16-token launches
-    assert q.paths[-1].startswith("M>16: ceil(M/16) launches"), q.paths
+                         max_tokens=64)  # IQ2: mma_iq2 up to 16 tokens, then the prefill kernel
+    assert all("mma_iq2" in line for line in q.paths[:5]) and q.paths[5].startswith("M<=64: prefill.wgmma_tile16"), q.paths
+    c = b12x.linear.plan(b12x.linear.pack_weight(w.weight, w.weight_scale, w.tensor_scale, format="fp8",
+                                                 layout="checkpoint"), max_tokens=64)
+    assert c.paths[-1].startswith("M>16: ceil(M/16) launches"), c.paths  # checkpoint weights: 16-token pieces
 
 
 def test_torch_compile_inductor_fullgraph(rng):
