@@ -39,10 +39,13 @@
 // before anything else (ue8m0_bf16_foldable), so every row block is run by exactly one of them. Otherwise, and for the
 // block scales that never fold exactly (Q8_0's FP16
 // d; MXFP4 / MXFP8 into F16; fp8_block's FP32), they multiply FP32 partial sums, as the decode path
-// does: each scale group's wgmma (a run of 32 K; fp8_block: the 64-K stage) accumulate into a zeroed
-// second set, the warpgroup waits for them, and acc += scale(row) * part (wgmma_promoted; at most
-// 128 tokens per CTA for the registers, also when MXFP8 folds). While a stage's last group runs, the next stage is decoded,
-// and the other consumer warpgroup's wgmma keep the tensor cores busy during the wait.
+// does (wgmma_promoted): each scale group's wgmma (a run of 32 K; fp8_block: the 64-K stage; IQ2_XS:
+// a k16 step), per 64-token half of the CTA's tokens, write a 32-register partial set (scale-d 0),
+// and once they have completed acc += scale(row) * part. Two sets alternate, so the next half's
+// wgmma run while this one is promoted, and the next stage is decoded while a stage's last half
+// runs; at most 128 tokens per CTA for the registers (also when MXFP8 folds). No branch may sit
+// among in-flight wgmma (the compiler would copy their accumulators at the join and ptxas then
+// serializes them): the stage release is a predicated arrive, the run past K is read like any other.
 //
 // IQ2_XXS / IQ2_XS: a tile16 chunk is a 256-K block, four stages; a stage's boxes are its two runs'
 // qs bytes (w_map, box {64 words, 1 block, 8 tiles}) and the block's d words (s_map, box {8, 1, 8},
@@ -99,8 +102,8 @@ constexpr bool wgmma_split_scales(int format, int act) { return format == kFmtMx
 // the same decoders) and IQ2 (mma_iq2.cuh's decoders, the codebook in shared memory).
 constexpr bool wgmma_supports(int format, int act) { return mma_supports(format, act) || tile16_iq2(format); }
 
-// Tokens per CTA the kernel may take: promotion keeps a second accumulator set of kBN / 2 registers
-// (at 64 tokens two, see the promoted loop), which fits the consumers' 232 registers up to 128 tokens.
+// Tokens per CTA the kernel may take: promotion keeps two 32-register partial sets next to the kBN / 2
+// accumulators, which fits the consumers' 232 registers up to 128 tokens.
 constexpr int wgmma_max_tokens_per_cta(int format, int act) { return wgmma_promoted(format, act) ? 128 : 256; }
 // The same for an instance of a split pair: the fold instance promotes nothing and takes 256 tokens
 // (its own grid), the promote instance 128.
