@@ -7,11 +7,6 @@
 // additionally requires tensors to be packed in file order; b12x only requires them to be disjoint.
 #include "b12x/io/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -20,6 +15,7 @@
 #include <sstream>
 
 #include "b12x/core/error.h"
+#include "io/mapped_file.h"
 
 namespace b12x {
 
@@ -352,44 +348,11 @@ std::vector<int64_t> GgufTensorInfo::view_shape() const {
 
 // ---- file --------------------------------------------------------------------------------------
 
-struct GgufFile::Mapping {
-  void* addr = MAP_FAILED;
-  size_t size = 0;
-  Mapping() = default;
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (addr != MAP_FAILED) ::munmap(addr, size);
-  }
-};
-
 GgufFile GgufFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_file(path, "cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail_file(path, "cannot stat: ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail_file(path, "not a regular file");
-  }
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size < 24) {
-    ::close(fd);
-    fail_file(path, "header: truncated: ", size, " bytes, too short for the 24-byte GGUF header");
-  }
-  // Read-only: a private writable mapping of a file larger than RAM + swap can be refused by the
-  // kernel's overcommit heuristic, and nothing here needs to write.
-  auto mapping = std::make_shared<Mapping>();
-  mapping->size = size;
-  mapping->addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_err = errno;
-  ::close(fd);
-  if (mapping->addr == MAP_FAILED) fail_file(path, "cannot mmap: ", std::strerror(map_err));
-  GgufFile f = parse(static_cast<const uint8_t*>(mapping->addr), size, path);
+  auto mapping = io_detail::map_file(path, "gguf", io_detail::MapMode::read_only);
+  if (mapping->size < 24)
+    fail_file(path, "header: truncated: ", mapping->size, " bytes, too short for the 24-byte GGUF header");
+  GgufFile f = parse(mapping->data, mapping->size, path);
   f.mapping_ = std::move(mapping);
   return f;
 }

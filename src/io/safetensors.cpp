@@ -5,8 +5,6 @@
 #include "b12x/io/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +15,7 @@
 #include <set>
 
 #include "b12x/core/error.h"
+#include "io/mapped_file.h"
 
 namespace b12x {
 
@@ -198,40 +197,13 @@ bool parse_safetensors_dtype(std::string_view name, DType* out) {
   return false;
 }
 
-struct SafetensorsFile::Mapping {
-  void* addr = MAP_FAILED;
-  size_t size = 0;
-  Mapping() = default;
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (addr != MAP_FAILED) ::munmap(addr, size);
-  }
-};
-
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_io(path, "cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail_io(path, "cannot stat: ", std::strerror(err));
-  }
-  const auto file_size = static_cast<uint64_t>(st.st_size);
-  if (file_size < 8) {
-    ::close(fd);
-    fail_io(path, "truncated: ", file_size, " bytes, too short for the 8-byte header length");
-  }
   // Private copy-on-write mapping: views may be written to without touching the file.
-  auto mapping = std::make_shared<Mapping>();
-  mapping->size = file_size;
-  mapping->addr = ::mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  const int map_err = errno;
-  ::close(fd);
-  if (mapping->addr == MAP_FAILED) fail_io(path, "cannot mmap: ", std::strerror(map_err));
+  auto mapping = io_detail::map_file(path, "safetensors", io_detail::MapMode::copy_on_write);
+  const uint64_t file_size = mapping->size;
+  if (file_size < 8) fail_io(path, "truncated: ", file_size, " bytes, too short for the 8-byte header length");
 
-  const auto* bytes = static_cast<const uint8_t*>(mapping->addr);
+  const uint8_t* bytes = mapping->data;
   const uint64_t header_len = read_le64(bytes);
   if (header_len > kMaxHeaderBytes) fail_io(path, "header length ", header_len, " exceeds the 100 MB limit");
   if (header_len > file_size - 8)

@@ -118,6 +118,17 @@ TEST_F(SafetensorsTest, MissingFileNamesThePath) {
   EXPECT_NE(e.find("absent.safetensors"), std::string::npos) << e;
 }
 
+TEST_F(SafetensorsTest, DirectoryAndEmptyFileAreRejectedByName) {
+  const std::string dir = path("a-directory");
+  fs::create_directory(dir);
+  const std::string e = open_error(dir);
+  EXPECT_NE(e.find("not a regular file"), std::string::npos) << e;
+  EXPECT_NE(e.find("a-directory"), std::string::npos) << e;
+  const std::string empty = path("empty.safetensors");
+  std::ofstream(empty, std::ios::binary).flush();
+  EXPECT_NE(open_error(empty).find("truncated: 0 bytes"), std::string::npos) << open_error(empty);
+}
+
 TEST_F(SafetensorsTest, RejectsTruncatedFile) {
   const std::string p = path("short.safetensors");
   std::ofstream(p, std::ios::binary) << "abc";

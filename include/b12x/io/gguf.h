@@ -147,9 +147,8 @@ class GgufFile {
   HostTensor read(const std::string& name) const;
 
  private:
-  struct Mapping;
   std::string path_;
-  std::shared_ptr<const Mapping> mapping_;  // null for parse()
+  std::shared_ptr<const void> mapping_;  // keeps the file mapped; null for parse()
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   uint32_t version_ = 0;

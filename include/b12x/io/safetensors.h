@@ -48,9 +48,8 @@ class SafetensorsFile {
   HostTensor read(const std::string& name) const;
 
  private:
-  struct Mapping;
   std::string path_;
-  std::shared_ptr<const Mapping> mapping_;
+  std::shared_ptr<const void> mapping_;  // keeps the file mapped
   const uint8_t* data_ = nullptr;  // start of the data buffer inside the mapping
   std::map<std::string, SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
