@@ -191,7 +191,7 @@ int choose_mma_ksplit(const Caps& caps, int token_tiles, int sm_count) {
     const int64_t tiles_per_cta = kWarps / s;
     if ((tiles + tiles_per_cta - 1) / tiles_per_cta >= target_ctas) break;
   }
-  return best;
+  return std::min(best, decode_ksplit_cap());
 }
 
 // Warps per row group (split-K inside the CTA): the smallest split giving at least 4 CTAs per SM, as

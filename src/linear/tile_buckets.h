@@ -30,6 +30,16 @@ inline int prefill_tokens_cap() {
   fail_arg("B12X_PREFILL_TOKENS_PER_CTA", "must be 64, 128 or 256 (or unset), got '", v, "'");
 }
 
+// B12X_DECODE_KSPLIT (1, 2, 4 or 8; unset: 8): the most warps of a decode mma kernel's CTA that
+// split one 16-row tile's K (choose_mma_ksplit's choice, capped), for A/B measurements of the x
+// traffic (fewer splits: more tiles per CTA sharing x).
+inline int decode_ksplit_cap() {
+  const std::string v = detail::env_string("B12X_DECODE_KSPLIT");
+  if (v.empty()) return 8;
+  if (v == "1" || v == "2" || v == "4" || v == "8") return std::stoi(v);
+  fail_arg("B12X_DECODE_KSPLIT", "must be 1, 2, 4 or 8 (or unset), got '", v, "'");
+}
+
 // (largest M, tokens per tile) in order, the last one ending at max_tokens. row_tiles: the
 // weight's 128-row tiles (ceil(N / 128)); widest: 128 or 256.
 inline std::vector<std::pair<int64_t, int>> tile_buckets(std::vector<std::pair<int64_t, int>> all, int widest,

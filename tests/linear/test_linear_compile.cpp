@@ -450,6 +450,29 @@ TEST(LinearCompile, AutomaticPicksMmaWhereItServesTheFormat) {
   EXPECT_TRUE(linear::mma_supports(Format::nvfp4, DType::f16));
 }
 
+// B12X_DECODE_KSPLIT caps the decode mma kernels' K split (an A/B knob): 28672 x 8192 at one token
+// splits each tile's K over 8 warps (1792 CTAs); capped at 2, four tiles share a CTA (448 CTAs).
+TEST(LinearCompile, DecodeKsplitEnvCapsTheMmaSplit) {
+  auto caps = make_caps(Format::fp8_tensor, 28672, 8192, 16);
+  caps.layout = WeightLayout::tile16;
+  const linear::PlanPath unset = linear::plan_path(caps, 1, 132);
+  EXPECT_EQ(unset.ksplit, 8) << unset.name;
+  EXPECT_EQ(unset.grid.x, 1792u) << unset.name;
+  {
+    const test::ScopedEnv cap("B12X_DECODE_KSPLIT", "2");
+    const linear::PlanPath p = linear::plan_path(caps, 1, 132);
+    EXPECT_EQ(p.ksplit, 2) << p.name;
+    EXPECT_EQ(p.grid.x, 448u) << p.name;
+    EXPECT_NE(p.name.find("ksplit=2"), std::string::npos) << p.name;
+  }
+  {
+    const test::ScopedEnv cap("B12X_DECODE_KSPLIT", "16");  // not a split the kernels take
+    expect_bad_argument([&] { linear::plan_path(caps, 1, 132); }, "B12X_DECODE_KSPLIT");
+  }
+  const test::ScopedEnv cap("B12X_DECODE_KSPLIT", "8");  // the cap at the choice: no change
+  EXPECT_EQ(linear::plan_path(caps, 1, 132).ksplit, 8);
+}
+
 TEST(LinearCompile, TokenBucketsMapToOneSpecEach) {
   // gemv: kernel_specs(max_tokens) = one spec per bucket up to max_tokens's; kernel_spec = the last.
   const std::vector<size_t> expected_count = {0, 1, 2, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5};
