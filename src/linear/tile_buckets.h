@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -20,25 +21,30 @@ namespace b12x::linear {
 // slower at 512x4096x14336; docs/perf/NOTES.md, 2026-12-05); read at each plan.
 inline bool clusters_enabled() { return detail::env_flag("B12X_CLUSTERS"); }
 
-// B12X_PREFILL_TOKENS_PER_CTA = 64 or 128: the most tokens a prefill CTA (wgmma_tile16) takes, for
-// A/B measurements of the tile size (unset: the kernel's own limit); read at each plan. The
-// kernels of every size are compiled anyway (the 64- and 128-token buckets use them).
-inline int prefill_tokens_cap() {
-  const std::string v = detail::env_string("B12X_PREFILL_TOKENS_PER_CTA");
-  if (v.empty()) return 256;
-  if (v == "64" || v == "128" || v == "256") return std::stoi(v);
-  fail_arg("B12X_PREFILL_TOKENS_PER_CTA", "must be 64, 128 or 256 (or unset), got '", v, "'");
+// An A/B knob read at each plan: the variable's value, one of `allowed`, or `unset` when it is not
+// set; any other value is a BadArgument naming the variable.
+inline int env_choice(const char* name, std::initializer_list<int> allowed, int unset) {
+  const std::string v = detail::env_string(name);
+  if (v.empty()) return unset;
+  std::string list;
+  size_t i = 0;
+  for (int a : allowed) {
+    if (v == std::to_string(a)) return a;
+    list += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + std::to_string(a);
+    ++i;
+  }
+  fail_arg(name, "must be ", list, " (or unset), got '", v, "'");
 }
+
+// B12X_PREFILL_TOKENS_PER_CTA = 64 or 128: the most tokens a prefill CTA (wgmma_tile16) takes, for
+// A/B measurements of the tile size (unset: the kernel's own limit). The kernels of every size are
+// compiled anyway (the 64- and 128-token buckets use them).
+inline int prefill_tokens_cap() { return env_choice("B12X_PREFILL_TOKENS_PER_CTA", {64, 128, 256}, 256); }
 
 // B12X_DECODE_KSPLIT (1, 2, 4 or 8; unset: 8): the most warps of a decode mma kernel's CTA that
 // split one 16-row tile's K (choose_mma_ksplit's choice, capped), for A/B measurements of the x
 // traffic (fewer splits: more tiles per CTA sharing x).
-inline int decode_ksplit_cap() {
-  const std::string v = detail::env_string("B12X_DECODE_KSPLIT");
-  if (v.empty()) return 8;
-  if (v == "1" || v == "2" || v == "4" || v == "8") return std::stoi(v);
-  fail_arg("B12X_DECODE_KSPLIT", "must be 1, 2, 4 or 8 (or unset), got '", v, "'");
-}
+inline int decode_ksplit_cap() { return env_choice("B12X_DECODE_KSPLIT", {1, 2, 4, 8}, 8); }
 
 // (largest M, tokens per tile) in order, the last one ending at max_tokens. row_tiles: the
 // weight's 128-row tiles (ceil(N / 128)); widest: 128 or 256.
