@@ -161,7 +161,14 @@ void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<a
         plan_for(caps_for(w, act_dtype, out_dtype, bias_view, linear_prefill_capacity(m)), device, stream);
     TensorView xm(xv.data, act_dtype, {m, w.k}, xv.device);
     TensorView ym(yv.data, out_dtype, {m, w.n}, yv.device);
-    linear::run(linear::bind(plan, Scratch{nullptr, 0, xv.device}, xm, w, bias_view, ym), stream);
+    // Split-K paths (few CTAs: small M x N) keep partial tiles in the plan's scratch, taken from
+    // torch's caching allocator per call (capture-safe), as the quantized paths do.
+    const size_t buffer_bytes = plan.scratch_bytes() > 0 ? plan.scratch_bytes() + ScratchLayout::kAlignment : 0;
+    const at::Tensor scratch_mem = at::empty({static_cast<int64_t>(buffer_bytes)}, x.options().dtype(at::kByte));
+    const Scratch scratch = buffer_bytes > 0 ? aligned_scratch(scratch_mem.data_ptr(), buffer_bytes, plan.scratch_bytes(),
+                                                               Device::cuda(device))
+                                             : Scratch{nullptr, 0, xv.device};
+    linear::run(linear::bind(plan, scratch, xm, w, bias_view, ym), stream);
     return;
   }
   const size_t x_row = static_cast<size_t>(w.k) * dtype_size(act_dtype);

@@ -361,6 +361,47 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
     }
 }
 
+TEST(LinearCompile, PrefillSplitsKWhereItsCtasLeaveSmsIdle) {
+  // N = 4096 (32 row blocks), K = 14336 (224 stages), 132 SMs.
+  auto caps = make_caps(Format::nvfp4, 4096, 14336, 128);
+  caps.layout = WeightLayout::tile16;
+  // M <= 64: 32 CTAs -> 4 splits (128 CTAs, one wave of 56 stages each); the name says so.
+  const linear::PlanPath p64 = linear::plan_path(caps, 64, 132);
+  EXPECT_EQ(p64.tokens_per_cta, 64);
+  EXPECT_EQ(p64.ksplit, 4) << p64.name;
+  EXPECT_NE(p64.name.find("split-K"), std::string::npos) << p64.name;
+  EXPECT_EQ(linear::plan_path(caps, 128, 132).ksplit, 4);
+  // Its buffers: the larger bucket's 32 tiles x 4 splits x 128 tokens x 128 rows of FP32, 32 counters.
+  const ScratchLayout l = linear::plan_scratch(caps, {p64, linear::plan_path(caps, 128, 132)}, 132);
+  EXPECT_EQ(l.offset("linear.prefill_partials"), 0u);
+  EXPECT_GE(l.bytes(), 32u * 4 * 128 * 128 * 4 + 32 * 4);
+  EXPECT_GE(l.offset("linear.prefill_counters"), 32u * 4 * 128 * 128 * 4);
+  // Enough CTAs (N = 28672: 224 row blocks), or too few stages to share (K = 512), never split.
+  caps.n = 28672;
+  EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 1);
+  EXPECT_EQ(linear::plan_scratch(caps, {linear::plan_path(caps, 64, 132)}, 132).bytes(), 0u);
+  caps.n = 4096, caps.k = 512;
+  EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 1);
+  // 64 row blocks at K = 8192: 2 splits up to M = 128 (64 -> 128 CTAs); from M = 129 on 128 CTAs
+  // or more: splitting would add a wave.
+  caps.n = 8192, caps.k = 8192, caps.max_tokens = 4096;
+  EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 2);
+  EXPECT_EQ(linear::plan_path(caps, 128, 132).ksplit, 2);
+  EXPECT_EQ(linear::plan_path(caps, 129, 132).ksplit, 1);
+  EXPECT_EQ(linear::plan_path(caps, 4096, 132).ksplit, 1);
+  // MXFP8 with BF16 x (two kernel instances) and CTA pairs never split.
+  caps.n = 4096, caps.k = 14336, caps.max_tokens = 64;
+  caps.format = Format::mxfp8;
+  EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 1);
+  caps.format = Format::fp8_tensor;
+  {
+    test::ScopedEnv pairs("B12X_CLUSTERS", "1");
+    EXPECT_EQ(linear::plan_path(caps, 64, 132).cluster, 2);
+    EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 1);
+  }
+  EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 4);
+}
+
 TEST(LinearCompile, Tile16WeightsUseTheTile16KernelAtEveryTokenCount) {
   for (const auto& info : all_formats())
     for (DType act : {DType::bf16, DType::f16}) {

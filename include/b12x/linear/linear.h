@@ -170,7 +170,7 @@ struct PlanPath {
   dim3 grid, block;
   size_t smem_bytes = 0;           // dynamic shared memory
   int rows_per_warp = 0;           // gemv only; kernel arguments fixed by the plan
-  int ksplit = 1;
+  int ksplit = 1;                  // decode: warps per tile; fp8, prefill: the most K splits of any M
   int tokens_per_cta = 0;          // prefill (grid.x = ceil(M / tokens_per_cta) at run time) and fp8
   int cluster = 1;                 // prefill: CTAs per thread-block cluster along grid.y (2: x multicast)
 };
@@ -182,8 +182,11 @@ struct Plan {
   std::optional<quantize::Plan> quantize;
   // mxfp8 / nvfp4 activations: the decode of the quantized x to BF16 run() launches next.
   std::optional<dequant::Plan> act_decode;
-  int sm_count = 0;       // fp8 paths: the persistent grid and the split-K choice
-  ScratchLayout scratch;  // empty for a16; fp8: quantized x and its scales, split-K partials
+  int sm_count = 0;       // fp8 paths: the persistent grid; fp8 and prefill paths: the split-K choice
+  // fp8: quantized x and its scales, split-K partials; mxfp8 / nvfp4 x: its quantized and decoded
+  // copies; prefill paths that split K (few CTAs: small M x N): their partial tiles and counters;
+  // otherwise empty.
+  ScratchLayout scratch;
   size_t scratch_bytes() const { return scratch.bytes(); }
   // The path serving m live tokens (1 <= m <= caps.max_tokens), else BadArgument naming 'x'.
   const PlanPath& path_for(int64_t m) const;
@@ -205,7 +208,8 @@ struct Binding {
   alignas(64) unsigned char w_map[128] = {};
   alignas(64) unsigned char s_map[128] = {};
   alignas(64) unsigned char split_x_map[128] = {};  // prefill split paths: x's map for the second instance
-  // fp8 paths: the quantization launch (16/32-bit x), the operands the GEMM reads, split-K buffers.
+  // fp8 paths: the quantization launch (16/32-bit x), the operands the GEMM reads; fp8 and prefill
+  // paths: the split-K buffers (views into the scratch).
   quantize::Binding quant;
   const void* xq = nullptr;
   const float* xq_scale = nullptr;
@@ -234,6 +238,11 @@ std::vector<KernelSpec> kernel_specs(const Caps& caps);
 // and mma (the formats it serves x token tiles of 8 / 16 x activation x output dtypes); the bias is
 // a launch argument, and so is its dtype: it needs no configuration of its own.
 std::vector<KernelSpec> all_kernel_specs();
+
+// The scratch layout plan() gives a plan with these paths (plan_path of every bucket; what bind
+// carves and run uses): quantized / decoded x for fp8 / mxfp8 / nvfp4 activations, the split-K
+// partial tiles and counters of prefill and fp8 paths that split K. Needs no GPU.
+ScratchLayout plan_scratch(const Caps& caps, const std::vector<PlanPath>& paths, int sm_count);
 
 Plan plan(const Caps& caps, cudaStream_t stream = nullptr);
 // bias: an empty TensorView when the plan has no bias. x_scale (quantized activations only, device

@@ -170,6 +170,8 @@ constexpr int wgmma_stages(int format, int bn) {
 // over all banks); it reuses the ring.
 constexpr int kWgOutStride = kWgRows + 4;
 constexpr int wgmma_out_bytes(int bn) { return bn * kWgOutStride * 4; }
+// Split-K: FP32 partial sums of one (tile, split): kBN tokens x 128 rows, token-major.
+constexpr long long wgmma_partial_floats(int bn) { return static_cast<long long>(bn) * kWgRows; }
 // The ring, or the output staging where that is larger (the CPU tests show it never is).
 constexpr int wgmma_ring_bytes(int format, int bn) {
   return wgmma_stages(format, bn) * wgmma_stage_bytes(format, bn) > wgmma_out_bytes(bn)
@@ -249,7 +251,12 @@ B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned l
 // {chunk / 4, 2, 8}, no swizzle, zeros outside; s_map unused where tile16_scale_chunk_bytes is 0);
 // scale: the tile16 weight's scale (read directly by the MXFP8 split check and fp8_block / fp8_channel;
 // n % 16 == 0, 16-byte aligned); y [m, n] 16-byte aligned rows.
-// grid = (ceil(m / kBN), ceil(n / 128)), launched with cluster (1, kCluster, 1); dynamic shared
+// splits (split-K, grid.z; kCluster 1 and kSplitNone only when > 1): CTA z takes the 64-K stages
+// [z * S / splits, (z + 1) * S / splits) of S = ceil(k / 64) and writes its FP32 tile to partials
+// (wgmma_partial_floats(kBN) per (tile, split), tile = blockIdx.y * gridDim.x + blockIdx.x); the
+// last CTA of a tile to count itself in counters[tile] (zeroed before the launch) sums the tile's
+// partials in split order (deterministic) and writes y.
+// grid = (ceil(m / kBN), ceil(n / 128), splits), launched with cluster (1, kCluster, 1); dynamic shared
 // memory wgmma_smem_bytes(kFormat, kBN).
 template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone, int kCluster = 1>
 __global__ void __launch_bounds__(device::kWgThreads, 1)
@@ -257,7 +264,8 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
                                const __grid_constant__ device::TmaMap s_map,
                                const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale,
                                const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
-                               int m, long long n, long long k) {
+                               int m, long long n, long long k, int splits, float* __restrict__ partials,
+                               unsigned* __restrict__ counters) {
   using namespace device;
   static_assert(wgmma_supports(kFormat, kAct), "format not served by the prefill kernel");
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "tokens per CTA: 64, 128 or 256");
@@ -296,7 +304,10 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   auto empty = [&](int s) { return bars + 8u * (kS + s); };
 
   const long long runs = k >> 5;
-  const int kblocks = static_cast<int>((runs + 1) >> 1);
+  // This CTA's stages: K stage kb0 + kb for kb in [0, kblocks) (split-K: a share of them).
+  const int all_blocks = static_cast<int>((runs + 1) >> 1), split = static_cast<int>(blockIdx.z);
+  const int kb0 = static_cast<int>(static_cast<long long>(split) * all_blocks / splits);
+  const int kblocks = static_cast<int>(static_cast<long long>(split + 1) * all_blocks / splits) - kb0;
   const int m0 = static_cast<int>(blockIdx.x) * kBN;
   const long long tile0 = static_cast<long long>(blockIdx.y) * (kWgRows / 16);
   const long long tiles_left = (n >> 4) - tile0;
@@ -324,16 +335,17 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         unsigned char* st = ring + s * kStage;
         // Whole boxes: the zeros TMA writes past K (an odd run count) and past N count too.
         mbar_arrive_expect_tx(full(s), kXBytes + (kWgRows / 16) * (wgmma_tile_w_bytes(kFormat) + wgmma_tile_s_bytes(kFormat)));
-        tma_load_2d_shared<kCluster>(smem_u32(st), &x_map, kWgStageK * kb, m0, kBN, 2 * kWgStageK, full(s), rank);
-        if constexpr (kIq2) {  // block kb / 4, its runs 2j, 2j + 1 (32-bit elements of the chunk; see wgmma_tile_w_bytes)
-          const int b = kb >> 2, j = kb & 3;
+        const int ks = kb0 + kb;  // the K stage
+        tma_load_2d_shared<kCluster>(smem_u32(st), &x_map, kWgStageK * ks, m0, kBN, 2 * kWgStageK, full(s), rank);
+        if constexpr (kIq2) {  // block ks / 4, its runs 2j, 2j + 1 (32-bit elements of the chunk; see wgmma_tile_w_bytes)
+          const int b = ks >> 2, j = ks & 3;
           tma_load_3d(smem_u32(st + kWOff), &w_map, 8 + 64 * j, b, static_cast<int>(tile0), full(s));
           tma_load_3d(smem_u32(st + kSOff), &s_map, 0, b, static_cast<int>(tile0), full(s));
           if constexpr (kHalfScaled)
             tma_load_3d(smem_u32(st + kSOff + 256), &s_map, 264 + 8 * j, b, static_cast<int>(tile0), full(s));
         } else {
-          tma_load_3d(smem_u32(st + kWOff), &w_map, 0, 2 * kb, static_cast<int>(tile0), full(s));
-          if constexpr (kSC > 0) tma_load_3d(smem_u32(st + kSOff), &s_map, 0, 2 * kb, static_cast<int>(tile0), full(s));
+          tma_load_3d(smem_u32(st + kWOff), &w_map, 0, 2 * ks, static_cast<int>(tile0), full(s));
+          if constexpr (kSC > 0) tma_load_3d(smem_u32(st + kSOff), &s_map, 0, 2 * ks, static_cast<int>(tile0), full(s));
         }
       }
     }
@@ -519,9 +531,11 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     // Promotion: per scale group, wgmma into a partial set (the first one overwriting it), wait,
     // acc += scale(row) * part, with the next subgroup's wgmma in flight.
     const long long scale_cols = (k + 127) >> 7;  // fp8_block: [ceil(N / 128), ceil(K / 128)] FP32
-    // fp8_block: the CTA's 128 rows are block row blockIdx.y; stage kb lies in K block kb / 2.
+    // fp8_block: the CTA's 128 rows are block row blockIdx.y; its stage kb (K stage kb0 + kb) lies in
+    // K block (kb0 + kb) / 2.
     auto stage_scale = [&](int kb) {
-      return kStageScaled ? ld_f32(scale + 4 * (static_cast<long long>(blockIdx.y) * scale_cols + (kb >> 1))) : 0.0f;
+      return kStageScaled ? ld_f32(scale + 4 * (static_cast<long long>(blockIdx.y) * scale_cols + ((kb0 + kb) >> 1)))
+                          : 0.0f;
     };
     // Subgroups: group gi's wgmma (its k16 steps 2 u + ks: all four, run gi's two, or step gi alone)
     // over one 64-token half h of the CTA's tokens, into a 32-register partial set; subgroup j of a
@@ -640,11 +654,41 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   }
   named_barrier(1, 256);
 
+  const int ctid = static_cast<int>(threadIdx.x) - 128;
+  if (splits > 1) {  // this split's FP32 tile out; the tile's last CTA sums them all into `out`
+    __shared__ int last_flag;
+    const long long tile_id = static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x;
+    float* const all = partials + tile_id * splits * wgmma_partial_floats(kBN);
+    constexpr int kQuads = kBN * kWgRows / 4;  // float4 pieces: token tok's rows 4q .. 4q+3
+    float4* mine = reinterpret_cast<float4*>(all + static_cast<long long>(split) * wgmma_partial_floats(kBN));
+    for (int i = ctid; i < kQuads; i += 256) {
+      const int tok = i / (kWgRows / 4), q = i - tok * (kWgRows / 4);
+      const float* o = out + tok * kOS + 4 * q;
+      __stcg(mine + i, make_float4(o[0], o[1], o[2], o[3]));
+    }
+    __threadfence();
+    named_barrier(1, 256);
+    if (ctid == 0) last_flag = atomicAdd(counters + tile_id, 1u) == static_cast<unsigned>(splits - 1);
+    named_barrier(1, 256);
+    if (!last_flag) return;
+    __threadfence();
+    for (int i = ctid; i < kQuads; i += 256) {
+      const int tok = i / (kWgRows / 4), q = i - tok * (kWgRows / 4);
+      float4 sum = __ldcg(reinterpret_cast<const float4*>(all) + i);
+      for (int z = 1; z < splits; ++z) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(all + static_cast<long long>(z) * wgmma_partial_floats(kBN)) + i);
+        sum.x = add_rn(sum.x, v.x), sum.y = add_rn(sum.y, v.y), sum.z = add_rn(sum.z, v.z), sum.w = add_rn(sum.w, v.w);
+      }
+      float* o = out + tok * kOS + 4 * q;
+      o[0] = sum.x, o[1] = sum.y, o[2] = sum.z, o[3] = sum.w;
+    }
+    named_barrier(1, 256);
+  }
+
   // 16-byte pieces of y rows: kE outputs each.
   constexpr int kE = kOut == kOutF32 ? 4 : 8;
   constexpr int kPieces = kWgRows / kE;  // per token row
   const long long n0 = tile0 * 16;
-  const int ctid = static_cast<int>(threadIdx.x) - 128;
   const float tensor_scale = linear_tensor_scale<kFormat>(scale2, act_scale);
   for (int i = ctid; i < kBN * kPieces; i += 256) {
     const int tok = i / kPieces, piece = i - tok * kPieces;
@@ -666,6 +710,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   cluster_exit_sync<kCluster>();
 #else
   (void)x_map, (void)w_map, (void)s_map, (void)scale, (void)scale2, (void)act_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
+  (void)splits, (void)partials, (void)counters;
 #endif
 }
 
