@@ -663,16 +663,16 @@ TEST_F(LinearGpu, PrefillQ8_0NanScalesTurnExactlyTheirRowsIntoNan) {
   }
 }
 
-// Split-K (few CTAs: N = 256 is two row blocks; K = 4096, 64 stages): up to 8 CTAs per tile, each
-// writing its FP32 partial tile, the last one summing them in order and finishing (scales and bias
-// applied once); every format family, bias, F32 out.
+// Split-K (few CTAs: N = 384 is three row blocks, an odd count, so no CTA pairs; K = 4096, 64
+// stages): up to 8 CTAs per tile, each writing its FP32 partial tile, the last one summing them in
+// order and finishing (scales and bias applied once); every format family, bias, F32 out.
 TEST_F(LinearGpu, PrefillSplitKMatchesReference) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (Format f : {Format::bf16, Format::fp8_channel, Format::fp8_block, Format::nvfp4, Format::mxfp4, Format::q8_0,
                    Format::iq2_xxs, Format::iq2_xs}) {
-    linear::Caps caps = make_caps(f, 256, 4096, 300, DType::bf16, DType::f32, true, DType::bf16);
+    linear::Caps caps = make_caps(f, 384, 4096, 300, DType::bf16, DType::f32, true, DType::bf16);
     caps.layout = WeightLayout::tile16;
     const linear::Plan plan = linear::plan(caps);
     EXPECT_GT(plan.scratch_bytes(), 0u);
@@ -687,11 +687,11 @@ TEST_F(LinearGpu, PrefillSplitKMatchesReference) {
                                label(caps, m) + " via " + name);
     }
   }
-  // One-hot x across two splits (K = 1024: 16 stages; M = 1024: 16 CTAs): every weight bit-exact,
+  // One-hot x across two splits (K = 1024: 16 stages; M = 1024: 24 CTAs): every weight bit-exact,
   // a sum of one nonzero partial and zeros.
   for (Format f : {Format::fp8_block, Format::nvfp4, Format::q8_0, Format::iq2_xs}) {
     const int64_t k = 1024;
-    linear::Caps caps = make_caps(f, 256, k, k, DType::bf16, DType::f32, false, DType::bf16);
+    linear::Caps caps = make_caps(f, 384, k, k, DType::bf16, DType::f32, false, DType::bf16);
     caps.layout = WeightLayout::tile16;
     const linear::Plan plan = linear::plan(caps);
     ASSERT_EQ(plan.path_for(k).ksplit, 2) << plan.path_for(k).name;
@@ -704,15 +704,15 @@ TEST_F(LinearGpu, PrefillSplitKMatchesReference) {
   }
   // An E4M3 NaN code in the last split's K range turns exactly its row into NaN.
   {
-    linear::Caps caps = make_caps(Format::fp8_tensor, 256, 4096, 40, DType::bf16, DType::f32, false, DType::bf16);
+    linear::Caps caps = make_caps(Format::fp8_tensor, 384, 4096, 40, DType::bf16, DType::f32, false, DType::bf16);
     caps.layout = WeightLayout::tile16;
     const linear::Plan plan = linear::plan(caps);
     ASSERT_GT(plan.path_for(40).ksplit, 1) << plan.path_for(40).name;
     const PackedWeight clean = random_weight(caps.format, caps.n, caps.k, rng);
     PackedWeight poisoned = clean;
     uint8_t* d = static_cast<uint8_t*>(poisoned.data.view().data);
-    const int64_t nan_rows[] = {1, 130, 255};
-    d[1 * caps.k + 4000] = 0x7F, d[130 * caps.k + 2100] = 0xFF, d[255 * caps.k + 5] = 0x7F;
+    const int64_t nan_rows[] = {1, 130, 383};
+    d[1 * caps.k + 4000] = 0x7F, d[130 * caps.k + 2100] = 0xFF, d[383 * caps.k + 5] = 0x7F;
     const HostTensor x = random_tensor(rng, DType::bf16, {40, caps.k});
     expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, -1, label(caps, 40));
   }
@@ -724,7 +724,7 @@ TEST_F(LinearGpu, PrefillSplitKGraphReplaysChangedX) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  linear::Caps caps = make_caps(Format::q8_0, 256, 4096, 64, DType::bf16, DType::f32, false, DType::bf16);
+  linear::Caps caps = make_caps(Format::q8_0, 384, 4096, 64, DType::bf16, DType::f32, false, DType::bf16);
   caps.layout = WeightLayout::tile16;
   const linear::Plan plan = linear::plan(caps);
   const int64_t m = 50;
