@@ -120,16 +120,20 @@ B12X_DEV void wgmma_fp4_gather(const unsigned (&q)[8], int t, unsigned& lo, unsi
   hi = byte_perm(byte_perm(q[1], q[3], sel), byte_perm(q[5], q[7], sel), 0x5410u);
 }
 
-// FP8 weights (tile16_fp8_split: a word's elements 0, 1, 2, 3 in bytes 0, 2, 1, 3): lane t's A pairs
-// of one run without a quad transpose. q: its quad's 64 bytes of the run's chunk, lane 4g + c's slot
-// in words 4c .. 4c+3 (row g's elements 0-3, 4-7, then row g + 8's). Lane c's elements 2t, 2t + 1
-// are bytes h, h + 2 (h = t % 2) of its word t / 2 of each row; gathered as [c0 h, c1 h, c0 h+2,
-// c1 h+2] they are again a split word, holding pair c0 in bytes 0 / 2 and c1 in 1 / 3. lo[i] (row g)
-// / hi[i] (row g + 8) hold pairs 2i and 2i + 1: e4m3x2_pack_split(lo[c / 2], c % 2) is wgmma's pair c.
-// tests/linear/test_wgmma_fragments.cpp checks it against tile16_data_src.
-B12X_DEV void wgmma_fp8_gather(const unsigned (&q)[16], int t, unsigned (&lo)[2], unsigned (&hi)[2]) {
+// 8-bit weights: lane t's A pairs of one run without a quad transpose. q: its quad's 64 bytes of the
+// run's chunk, lane 4g + c's slot in words 4c .. 4c+3 (row g's elements 0-3, 4-7, then row g + 8's).
+// kSplitOrder (FP8, tile16_fp8_split: a word's elements 0, 1, 2, 3 in bytes 0, 2, 1, 3): lane c's
+// elements 2t, 2t + 1 are bytes h, h + 2 (h = t % 2) of its word t / 2 of each row; gathered as
+// [c0 h, c1 h, c0 h+2, c1 h+2] they are again a split word, holding pair c0 in bytes 0 / 2 and c1 in
+// 1 / 3. Natural order (Q8_0's int8): they are bytes 2h, 2h + 1, gathered as [c0 2h, c0 2h+1, c1 2h,
+// c1 2h+1]: pair c0 in bytes 0 / 1, c1 in 2 / 3. lo[i] (row g) / hi[i] (row g + 8) hold pairs 2i and
+// 2i + 1: e4m3x2_pack_split / i8x2_pack(lo[c / 2], c % 2) is wgmma's pair c.
+// tests/linear/test_wgmma_fragments.cpp checks both against tile16_data_src.
+template <bool kSplitOrder>
+B12X_DEV void wgmma_8bit_gather(const unsigned (&q)[16], int t, unsigned (&lo)[2], unsigned (&hi)[2]) {
   const unsigned h = static_cast<unsigned>(t & 1);
-  const unsigned sel = h | (4 + h) << 4 | (h + 2) << 8 | (6 + h) << 12;
+  const unsigned sel = kSplitOrder ? (h | (4 + h) << 4 | (h + 2) << 8 | (6 + h) << 12)
+                                   : (2 * h | (2 * h + 1) << 4 | (4 + 2 * h) << 8 | (5 + 2 * h) << 12);
   const bool second = (t & 2) != 0;  // word 1 of each row
   unsigned rg[4], rh[4];
   for (int c = 0; c < 4; ++c) rg[c] = second ? q[4 * c + 1] : q[4 * c], rh[c] = second ? q[4 * c + 3] : q[4 * c + 2];
@@ -290,10 +294,9 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   // Promotion groups per stage: the stage (fp8_block), its two runs, or its four k16 steps (IQ2_XS).
   constexpr int kGroups = kStageScaled ? 1 : kHalfScaled ? 4 : 2;
   constexpr bool kIq2 = tile16_iq2(kFormat);
-  // FP4 and the split-order FP8 formats: the lane gathers wgmma's pairs from its quad's bytes (no
-  // quad transpose). Not MXFP8's promoted instances: the FP8 gather's 64 bytes per run and lane spill
-  // there (84 bytes, F32 out) next to the second accumulator set.
-  constexpr bool kGather = kFormat == kFmtNvfp4 || kFormat == kFmtMxfp4 || (tile16_fp8_split(kFormat) && !kRunScaled);
+  // FP4 and the 8-bit formats (FP8, Q8_0): the lane gathers wgmma's pairs from its quad's bytes (no
+  // quad transpose).
+  constexpr bool kGather = kFormat == kFmtNvfp4 || kFormat == kFmtMxfp4 || tile16_fp8_split(kFormat) || kFormat == kFmtQ8_0;
   static_assert(kS >= 2, "ring of at least two stages");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
@@ -423,10 +426,10 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
           const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16);
           wgmma_fp4_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w}, t, lo[0], hi[0]);
         } else if constexpr (kGather) {
-          // FP8: quad g's 64 bytes (wgmma_fp8_gather); pairs in the same order as FP4's.
+          // FP8 / Q8_0: quad g's 64 bytes (wgmma_8bit_gather); pairs in the same order as FP4's.
           const unsigned q = smem_u32(w + u * kC + 64 * g);
           const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16), q2 = lds_u32x4(q + 32), q3 = lds_u32x4(q + 48);
-          wgmma_fp8_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w, q3.x, q3.y, q3.z, q3.w},
+          wgmma_8bit_gather<tile16_fp8_split(kFormat)>({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w, q3.x, q3.y, q3.z, q3.w},
                            t, lo, hi);
         } else {
           if constexpr (kWords == 4) {
