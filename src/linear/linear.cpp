@@ -89,10 +89,13 @@ KernelSpec linear_spec(const Caps& caps, const char* kernel, int64_t size, const
 // The prefill kernel: sm_90a only (wgmma, TMA, setmaxnreg); __launch_bounds__(384, 1): 65536 / 384
 // = 168 registers at launch (setmaxnreg then moves 40 -> 232 from the producer to the consumers).
 // split: device::WgmmaSplit, cluster: CTAs per cluster (the defaults add no template argument).
-KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta, int split = device::kSplitNone, int cluster = 1) {
+// dense: 16-bit weights in the checkpoint layout (kDense).
+KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta, int split = device::kSplitNone, int cluster = 1,
+                           bool dense = false) {
   std::vector<std::pair<std::string, int>> extra;
-  if (split != device::kSplitNone || cluster > 1) extra.emplace_back("scale_split", split);
-  if (cluster > 1) extra.emplace_back("cluster", cluster);
+  if (split != device::kSplitNone || cluster > 1 || dense) extra.emplace_back("scale_split", split);
+  if (cluster > 1 || dense) extra.emplace_back("cluster", cluster);
+  if (dense) extra.emplace_back("dense", 1);
   KernelSpec s = linear_spec(caps, "wgmma_tile16", tokens_per_cta, "tokens_per_cta", std::to_string(tokens_per_cta),
                              extra, 168);
   s.archs = {"sm_90a"};
@@ -317,11 +320,11 @@ void validate_caps(const Caps& caps) {
     B12X_CHECK_ARG(caps.n % 16 == 0, "n", "N (out_features) must be a multiple of 16 for tile16 weights, got ", caps.n);
   }
   use_mma(caps);  // Unsupported when DecodeKernel::mma cannot serve the format
-  if (caps.max_tokens > kMaxDecodeTokens && (!tile16(caps) || !prefill_supports(caps.format, caps.act_dtype)))
+  if (caps.max_tokens > kMaxDecodeTokens && !prefill_supports(caps.format, caps.act_dtype, caps.layout))
     fail_unsupported("linear: max_tokens = ", caps.max_tokens, " needs the prefill path (M > ", kMaxDecodeTokens,
                      "), which serves tile16 weights (bf16 / f16 weights of the dtype of x; every quantized format) "
-                     "with bf16 / f16 activations; got ", info.name, " weights in the ", layout_name(caps.layout),
-                     " layout with ", dtype_name(caps.act_dtype),
+                     "and bf16 / f16 weights of x's dtype in the checkpoint layout, with bf16 / f16 activations; got ",
+                     info.name, " weights in the ", layout_name(caps.layout), " layout with ", dtype_name(caps.act_dtype),
                      " activations. Repack the weight to tile16 (formats/tile16.h), or plan max_tokens <= ",
                      kMaxDecodeTokens, " and run larger M in pieces");
 }
@@ -405,7 +408,7 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
                   static_cast<unsigned>((caps.n + device::kWgRows - 1) / device::kWgRows));
     const bool split = device::wgmma_split_scales(f, act_code(caps.act_dtype));
     p.cluster = prefill_cluster(split, p.grid.y);
-    p.spec = make_wgmma_spec(caps, bn, split ? device::kSplitFold : device::kSplitNone, p.cluster);
+    p.spec = make_wgmma_spec(caps, bn, split ? device::kSplitFold : device::kSplitNone, p.cluster, !tile16(caps));
     std::string split_name;
     if (split) {
       p.split_tokens_per_cta = std::min(bn, device::wgmma_split_max_tokens(device::kSplitPromote));
@@ -418,7 +421,8 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
     // Split-K: the most any M of the bucket takes; run() picks the live M's.
     const int sms = sm_count > 0 ? sm_count : kDefaultSmCount;
     p.ksplit = prefill_split_need(caps, p, prefill_bucket_low(caps, top, sms), sms).splits;
-    p.name = detail::concat("prefill.wgmma_tile16{tokens_per_cta=", bn, ", stages=", device::wgmma_stages(f, bn),
+    p.name = detail::concat("prefill.wgmma_tile16{", tile16(caps) ? "" : "dense (checkpoint rows, both operands in shared memory), ",
+                            "tokens_per_cta=", bn, ", stages=", device::wgmma_stages(f, bn),
                             ", grid=ceil(M/", bn, ")x", p.grid.y, p.ksplit > 1 ? detail::concat("x(1..", p.ksplit, ")") : "",
                             "x", device::kWgThreads, p.ksplit > 1 ? ", split-K by M" : "",
                             p.cluster > 1 ? ", cluster=1x2 (x multicast)" : "", split_name, "}");
@@ -526,6 +530,11 @@ std::vector<KernelSpec> all_kernel_specs() {
             if (bn > device::wgmma_max_tokens_per_cta(static_cast<int>(info.format), act_code(act))) continue;
             specs.push_back(make_wgmma_spec(caps, bn));
             specs.push_back(make_wgmma_spec(caps, bn, device::kSplitNone, 2));
+          }
+          if (prefill_supports(info.format, act, WeightLayout::checkpoint)) {  // dense 16-bit rows
+            caps.layout = WeightLayout::checkpoint;
+            specs.push_back(make_wgmma_spec(caps, bn, device::kSplitNone, 1, true));
+            specs.push_back(make_wgmma_spec(caps, bn, device::kSplitNone, 2, true));
           }
         }
     }
@@ -657,7 +666,16 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
     // a stage's chunks of the CTA's eight tiles are one box {chunk / 4, 2 runs, 8 tiles}.
     const int fmt = static_cast<int>(caps.format);
     const int chunk = device::tile16_chunk_bytes(fmt);
-    if (device::tile16_iq2(fmt)) {
+    if (!tile16(caps)) {
+      // Dense 16-bit rows: [n, k] as a 2-D map, box {64 K, 128 rows}, the 128-byte swizzle wgmma reads
+      // (rows of K x 2 bytes: 16-byte multiples as K % 32 == 0; the base 16-byte aligned).
+      expect(w.data, "weight").aligned(16);
+      encode_tma_map(b.w_map, caps.format == Format::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                     w.data.data, {static_cast<uint64_t>(caps.k), static_cast<uint64_t>(caps.n)},
+                     {static_cast<uint64_t>(caps.k) * 2},
+                     {static_cast<uint32_t>(device::kWgStageK), static_cast<uint32_t>(device::kWgRows)},
+                     CU_TENSOR_MAP_SWIZZLE_128B);
+    } else if (device::tile16_iq2(fmt)) {
       // IQ2: chunks per 256-K block; a stage's boxes are its two runs' qs (256 bytes) through w_map
       // and 32-byte pieces (d words; IQ2_XS's scale bytes) through s_map, both of the data tensor.
       encode_tile16_map(b.w_map, w.data.data, caps.n, caps.k / 256, chunk, 64, 1);

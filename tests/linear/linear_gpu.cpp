@@ -19,6 +19,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -755,6 +756,41 @@ TEST_F(LinearGpu, PrefillSplitKGraphReplaysChangedX) {
   B12X_CUDA_CHECK(cudaGraphExecDestroy(exec));
   B12X_CUDA_CHECK(cudaGraphDestroy(graph));
   B12X_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// BF16 / F16 weights of x's type in their checkpoint layout (the dense variant: the weight rows by
+// TMA, both wgmma operands from shared memory): every token count's path against the reference, N
+// with alone and paired CTAs, K % 64 == 32 (the last stage's second half zero-filled), and one-hot
+// x: every weight exactly.
+TEST_F(LinearGpu, PrefillDenseWeightsMatchReference) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (const auto& [f, act, out] : {std::tuple{Format::bf16, DType::bf16, DType::bf16},
+                                    std::tuple{Format::f16, DType::f16, DType::f32}})
+    for (int64_t n : {304, 432}) {
+      linear::Caps caps = make_caps(f, n, 160, 300, act, out, true, DType::f32);
+      ASSERT_EQ(caps.layout, WeightLayout::checkpoint);
+      const linear::Plan plan = linear::plan(caps);
+      const PackedWeight p = random_weight(f, caps.n, caps.k, rng);
+      const DeviceWeight w = device_weight(p, WeightLayout::checkpoint);
+      const HostTensor bias = random_tensor(rng, DType::f32, {caps.n});
+      for (int64_t m : {17, 64, 65, 129, 300}) {
+        const std::string& name = plan.path_for(m).name;
+        EXPECT_EQ(name.rfind("prefill.wgmma_tile16{dense", 0), 0u) << name;
+        const HostTensor x = random_tensor(rng, act, {m, caps.k});
+        expect_matches_reference(run_on_device(plan, x, w, &bias), out, x.view(), p, bias.view(), label(caps, m) + " via " + name);
+      }
+      const int64_t k = 352;  // one-hot: M = K = 352 (two 256-token CTAs)
+      linear::Caps one = make_caps(f, n, k, k, act, DType::f32, false, DType::bf16);
+      const linear::Plan one_plan = linear::plan(one);
+      const PackedWeight codes = random_codes(f, n, k, rng);
+      HostTensor x(act, {k, k});
+      std::memset(x.view().data, 0, x.nbytes());
+      for (int64_t t = 0; t < k; ++t) store_f32(x.view().data, act, t * k + t, 1.0f);
+      expect_one_hot_exact(run_on_device(one_plan, x, device_weight(codes, WeightLayout::checkpoint), nullptr), x, codes, 0,
+                           label(one, k) + " via " + one_plan.path_for(k).name);
+    }
 }
 
 TEST_F(LinearGpu, PrefillGraphCaptureReplaysChangedX) {

@@ -24,8 +24,9 @@
 // The prefill path (M > 16 tokens, sm_90a): wgmma_tile16 (src/linear/kernels/wgmma_tile16.cuh), a
 // warp-specialised wgmma GEMM on tile16 weights: the weight rows are the MMA's M side, decoded
 // exactly into register fragments in the main loop; x and the weight's chunks arrive by TMA. It serves the formats of
-// prefill_supports (every tile16 format: the decode mma path's and IQ2); max_tokens > 16 with
-// checkpoint-layout weights throws Unsupported.
+// prefill_supports (every tile16 format: the decode mma path's and IQ2; and BF16 / F16 weights of
+// x's type in the checkpoint layout, whose rows the TMA loads for wgmma to read from shared memory);
+// max_tokens > 16 with other checkpoint-layout weights throws Unsupported.
 // Quantized activations (caps.act = fp8_tensor / fp8_token / fp8_block, issue 6; sm_90a): x is
 // quantized to E4M3 exactly as quantize_activations (linear/reference.h) does, and wgmma_fp8
 // (src/linear/kernels/wgmma_fp8.cuh) multiplies it with fp8_tensor / fp8_channel / fp8_block weights
@@ -138,8 +139,9 @@ bool tile16_supports(Format format, DType act_dtype);
 // Q8_0's, fp8_block's, (F16 x) MXFP4's and MXFP8's, and those other CTAs' MXFP8 scales, multiply
 // FP32 partial sums per 32 K (fp8_block: 64 K), at most 128 tokens per CTA. IQ2_XXS / IQ2_XS too
 // (tile16 only): the grid magnitudes come from a codebook in shared memory, the sub-block scales
-// multiply the partial sums per 32 K (IQ2_XS: per 16 K).
-bool prefill_supports(Format format, DType act_dtype);
+// multiply the partial sums per 32 K (IQ2_XS: per 16 K). layout checkpoint: BF16 / F16 weights of
+// x's type only (their preferred layout), no decode at all.
+bool prefill_supports(Format format, DType act_dtype, WeightLayout layout = WeightLayout::tile16);
 
 // The layout to prepare a weight in for the fastest decode path, as measured on the H200
 // (docs/perf/README.md): tile16 for the formats tile16_supports, except 16-bit weights (their

@@ -237,6 +237,14 @@ struct BoolTag {
   static constexpr bool value = kValue;
 };
 
+// Both operands from shared memory (descriptors).
+template <int kBN, int kT>
+B12X_DEV void wgmma_ss(float (&acc)[kBN / 2], unsigned long long a_desc, unsigned long long b_desc) {
+  if constexpr (kBN == 256) wgmma_ss_n256<kT>(acc, a_desc, b_desc);
+  else if constexpr (kBN == 128) wgmma_ss_n128<kT>(acc, a_desc, b_desc);
+  else wgmma_ss_n64<kT>(acc, a_desc, b_desc);
+}
+
 // kAccumulate = false: acc = A . B (the old values are not read).
 template <int kBN, int kT, bool kAccumulate = true>
 B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned long long desc) {
@@ -262,7 +270,10 @@ B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned l
 // partials in split order (deterministic) and writes y.
 // grid = (ceil(m / kBN), ceil(n / 128), splits), launched with cluster (1, kCluster, 1); dynamic shared
 // memory wgmma_smem_bytes(kFormat, kBN).
-template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone, int kCluster = 1>
+// kDense (BF16 / F16 weights of x's type in their checkpoint layout, [n, k] rows): w_map is the
+// weight as a 2-D map (box {64 K, 128 rows}, 128-byte swizzle, zeros outside) and the wgmma take
+// both operands from shared memory: no decode.
+template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone, int kCluster = 1, int kDense = 0>
 __global__ void __launch_bounds__(device::kWgThreads, 1)
     linear_wgmma_tile16_kernel(const __grid_constant__ device::TmaMap x_map, const __grid_constant__ device::TmaMap w_map,
                                const __grid_constant__ device::TmaMap s_map,
@@ -276,6 +287,8 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   static_assert(kBN <= (kSplit == kSplitNone ? wgmma_max_tokens_per_cta(kFormat, kAct) : wgmma_split_max_tokens(kSplit)),
                 "promoted formats: at most 128 tokens per CTA");
   static_assert(kSplit == kSplitNone || wgmma_split_scales(kFormat, kAct), "split instances: MXFP8 with BF16 x");
+  static_assert(!kDense || (kFormat == kFmtBf16 && kAct == kActBf16) || (kFormat == kFmtF16 && kAct == kActF16),
+                "dense weights: BF16 / F16 of x's type");
   static_assert(kCluster == 1 || (kCluster == 2 && kSplit == kSplitNone),
                 "clusters of 1 or 2 CTAs; split instances pick their CTAs one by one");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -340,7 +353,9 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         mbar_arrive_expect_tx(full(s), kXBytes + (kWgRows / 16) * (wgmma_tile_w_bytes(kFormat) + wgmma_tile_s_bytes(kFormat)));
         const int ks = kb0 + kb;  // the K stage
         tma_load_2d_shared<kCluster>(smem_u32(st), &x_map, kWgStageK * ks, m0, kBN, 2 * kWgStageK, full(s), rank);
-        if constexpr (kIq2) {  // block ks / 4, its runs 2j, 2j + 1 (32-bit elements of the chunk; see wgmma_tile_w_bytes)
+        if constexpr (kDense) {  // rows tile0 * 16 .. + 127, K of the stage (the box's 128-byte rows)
+          tma_load_2d(smem_u32(st + kWOff), &w_map, kWgStageK * ks, static_cast<int>(tile0 * 16), full(s));
+        } else if constexpr (kIq2) {  // block ks / 4, its runs 2j, 2j + 1 (32-bit elements of the chunk; see wgmma_tile_w_bytes)
           const int b = ks >> 2, j = ks & 3;
           tma_load_3d(smem_u32(st + kWOff), &w_map, 8 + 64 * j, b, static_cast<int>(tile0), full(s));
           tma_load_3d(smem_u32(st + kSOff), &s_map, 0, b, static_cast<int>(tile0), full(s));
@@ -382,6 +397,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   auto load_stage = [&](int kb, unsigned (&a)[2][2][4], float (&rs)[4][2]) {
     const int s = kb % kS;
     mbar_wait(full(s), (kb / kS) & 1);
+    if constexpr (kDense) return;  // the wgmma read the weight from shared memory
     const unsigned char* st = ring + s * kStage;
     const unsigned char* w = st + kWOff + T * 2 * kC;
     const unsigned char* sc = st + kSOff + T * 2 * kSC;
@@ -495,10 +511,17 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     const unsigned x_addr = smem_u32(ring + (kb % kS) * kStage);
     wgmma_fence_regs(acc);
     wgmma_fence();
+    // Dense: the warpgroup's 64 weight rows of the stage's box (64 rows x 128 bytes further per
+    // consumer warpgroup), the same K-major 128-byte-swizzled layout as x's.
+    const unsigned w_addr = smem_u32(ring + (kb % kS) * kStage + kWOff) + 64 * 128 * cw;
     B12X_UNROLL
     for (int u = 0; u < 2; ++u)
       B12X_UNROLL
-      for (int ks = 0; ks < 2; ++ks) wgmma_rs<kBN, kT>(acc, a[u][ks], wgmma_desc_sw128(x_addr + 32 * (2 * u + ks)));
+      for (int ks = 0; ks < 2; ++ks) {
+        const unsigned long long b = wgmma_desc_sw128(x_addr + 32 * (2 * u + ks));
+        if constexpr (kDense) wgmma_ss<kBN, kT>(acc, wgmma_desc_sw128(w_addr + 32 * (2 * u + ks)), b);
+        else wgmma_rs<kBN, kT>(acc, a[u][ks], b);
+      }
     wgmma_commit();
     wgmma_fence_regs(acc);
   };
