@@ -149,7 +149,8 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::Dec
 
 // suite: "linear" (preferred_layout), "linear_checkpoint" (automatic kernel choice on checkpoint
 // weights), "linear_gemv" (the gemv kernel, for the formats automatic sends to mma), "linear_prefill"
-// (tile16 weights of the formats the prefill path serves, prefill shapes).
+// (tile16 weights of the formats the prefill path serves, and bf16_checkpoint: BF16 rows as stored,
+// the dense variant; prefill shapes).
 std::vector<Case> linear_cases(const std::vector<Shape>& shapes, const std::string& suite) {
   std::vector<Case> cases;
   if (suite == "linear_prefill") {
@@ -160,6 +161,10 @@ std::vector<Case> linear_cases(const std::vector<Shape>& shapes, const std::stri
         cases.push_back({suite, std::string(info.name), s.str(), Ceiling::none, [f, s](Context& ctx, Result& r) {
                            bench_linear(ctx, f, s, r, linear::DecodeKernel::automatic, WeightLayout::tile16);
                          }});
+        if (linear::prefill_supports(f, DType::bf16, WeightLayout::checkpoint))  // dense rows as stored
+          cases.push_back({suite, std::string(info.name) + "_checkpoint", s.str(), Ceiling::none, [f, s](Context& ctx, Result& r) {
+                             bench_linear(ctx, f, s, r, linear::DecodeKernel::automatic, WeightLayout::checkpoint);
+                           }});
       }
     }
     return cases;
