@@ -361,33 +361,42 @@ TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
     }
 }
 
-// IQ2 on mma_iq2: a NaN or Inf FP16 d makes its block's weights NaN / Inf in the reference; the rows
-// holding such a block come out NaN for every token (the -Inf row: NaN or +-Inf, see mma_iq2.cuh on
-// Inf d), the other rows bit-identical.
-TEST_F(LinearGpu, Iq2NanScalesTurnExactlyTheirRowsIntoNan) {
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  const int64_t n = 48, k = 768, m = 3;
+// IQ2: a NaN or Inf FP16 d makes its block's weights NaN / Inf in the reference; the rows holding
+// such a block come out NaN for every token (rows[1], whose d is -Inf: NaN or +-Inf, see mma_iq2.cuh
+// on Inf d), the other rows bit-identical. rows[0] gets a NaN d in block 0, rows[1] -Inf in block 2,
+// rows[2] a signalling-NaN pattern in block 1 (K = 768: three blocks); the plan's path for M tokens
+// must start with path_prefix ("": any).
+void expect_iq2_nan_d_rows(int64_t n, int64_t m, const int64_t (&rows)[3], const std::string& path_prefix,
+                           std::mt19937_64& rng) {
+  const int64_t k = 768;
   for (Format f : {Format::iq2_xxs, Format::iq2_xs})
     for (DType act : {DType::bf16, DType::f16}) {
       linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
       caps.layout = WeightLayout::tile16;
       const linear::Plan plan = linear::plan(caps);
+      ASSERT_EQ(plan.path_for(m).name.rfind(path_prefix, 0), 0u) << plan.path_for(m).name;
       const PackedWeight clean = random_weight(f, n, k, rng);
       PackedWeight poisoned = clean;  // a deep copy
       uint8_t* d = static_cast<uint8_t*>(poisoned.data.view().data);
       const int64_t block = f == Format::iq2_xxs ? 66 : 74, row_bytes = block * (k / 256);
-      const int64_t nan_rows[] = {3, 30, 47};
       auto set_d = [&](int64_t row, int64_t b, unsigned bits) {
         d[row * row_bytes + b * block] = static_cast<uint8_t>(bits), d[row * row_bytes + b * block + 1] = static_cast<uint8_t>(bits >> 8);
       };
-      set_d(3, 0, 0x7E00);   // NaN
-      set_d(30, 2, 0xFC00);  // -Inf
-      set_d(47, 1, 0x7C01);  // signalling NaN pattern
+      set_d(rows[0], 0, 0x7E00);  // NaN
+      set_d(rows[1], 2, 0xFC00);  // -Inf
+      set_d(rows[2], 1, 0x7C01);  // signalling NaN pattern
       const HostTensor x = random_tensor(rng, act, {m, k});
-      expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, 30, label(caps, m));
+      expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, rows, rows[1], label(caps, m));
     }
+}
+
+// On mma_iq2 (decode).
+TEST_F(LinearGpu, Iq2NanScalesTurnExactlyTheirRowsIntoNan) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t rows[] = {3, 30, 47};
+  expect_iq2_nan_d_rows(48, 3, rows, "", rng);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -609,33 +618,13 @@ TEST_F(LinearGpu, PrefillTurnsMxRunsWithNanScalesIntoNan) {
   }
 }
 
-// IQ2 on the prefill path: a NaN or Inf FP16 d (its block's weights NaN / Inf in the reference) turns
-// exactly its row into NaN for every token (the -Inf row: NaN or +-Inf), the other rows bit-identical.
+// On the prefill path.
 TEST_F(LinearGpu, PrefillIq2NanScalesTurnExactlyTheirRowsIntoNan) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  const int64_t n = 304, k = 768, m = 40;
-  for (Format f : {Format::iq2_xxs, Format::iq2_xs})
-    for (DType act : {DType::bf16, DType::f16}) {
-      linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
-      caps.layout = WeightLayout::tile16;
-      const linear::Plan plan = linear::plan(caps);
-      ASSERT_EQ(plan.path_for(m).name.rfind("prefill.wgmma_tile16{", 0), 0u) << plan.path_for(m).name;
-      const PackedWeight clean = random_weight(f, n, k, rng);
-      PackedWeight poisoned = clean;  // a deep copy
-      uint8_t* d = static_cast<uint8_t*>(poisoned.data.view().data);
-      const int64_t block = f == Format::iq2_xxs ? 66 : 74, row_bytes = block * (k / 256);
-      auto set_d = [&](int64_t row, int64_t b, unsigned bits) {
-        d[row * row_bytes + b * block] = static_cast<uint8_t>(bits), d[row * row_bytes + b * block + 1] = static_cast<uint8_t>(bits >> 8);
-      };
-      const int64_t nan_rows[] = {3, 140, 303};
-      set_d(3, 0, 0x7E00);     // NaN
-      set_d(140, 2, 0xFC00);   // -Inf
-      set_d(303, 1, 0x7C01);   // signalling NaN pattern
-      const HostTensor x = random_tensor(rng, act, {m, k});
-      expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, 140, label(caps, m));
-    }
+  const int64_t rows[] = {3, 140, 303};
+  expect_iq2_nan_d_rows(304, 40, rows, "prefill.wgmma_tile16{", rng);
 }
 
 // Q8_0 on the prefill path: a NaN or Inf FP16 d (its block's weights NaN / Inf in the reference) turns
