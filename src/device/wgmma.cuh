@@ -244,7 +244,6 @@ B12X_DEV void wgmma_rs_n64(float (&d)[32], const unsigned (&a)[4], unsigned long
 #endif
 }
 #undef B12X_WGMMA_RS_N64
-#undef B12X_WGMMA_ACC_N64
 
 #define B12X_WGMMA_RS_N128(TYPE, SCALE_D)                                      \
   "{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE_D ", 0;\n"                            \
@@ -283,7 +282,6 @@ B12X_DEV void wgmma_rs_n128(float (&d)[64], const unsigned (&a)[4], unsigned lon
 #endif
 }
 #undef B12X_WGMMA_RS_N128
-#undef B12X_WGMMA_ACC_N128
 
 #define B12X_WGMMA_RS_N256(TYPE, SCALE_D)                                      \
   "{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE_D ", 0;\n"                            \
@@ -334,6 +332,79 @@ B12X_DEV void wgmma_rs_n256(float (&d)[128], const unsigned (&a)[4], unsigned lo
 #endif
 }
 #undef B12X_WGMMA_RS_N256
+
+#define B12X_WGMMA_SS_N64(TYPE)                                                \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                      \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
+  "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+
+// D[64 x 64] += A[64 x 16] (shared, descriptor) . B[16 x 64] (shared, descriptor), FP32 accumulators.
+template <int kT>
+B12X_DEV void wgmma_ss_n64(float (&d)[32], unsigned long long a_desc, unsigned long long b_desc) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (kT == kPackBf16)
+    asm volatile(B12X_WGMMA_SS_N64("bf16") : B12X_WGMMA_ACC_N64("+f") : "l"(a_desc), "l"(b_desc));
+  else
+    asm volatile(B12X_WGMMA_SS_N64("f16") : B12X_WGMMA_ACC_N64("+f") : "l"(a_desc), "l"(b_desc));
+#else
+  (void)d, (void)a_desc, (void)b_desc;
+#endif
+}
+#undef B12X_WGMMA_SS_N64
+#undef B12X_WGMMA_ACC_N64
+
+#define B12X_WGMMA_SS_N128(TYPE)                                                \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                      \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
+  "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+
+// D[64 x 128] += A[64 x 16] (shared, descriptor) . B[16 x 128] (shared, descriptor), FP32 accumulators.
+template <int kT>
+B12X_DEV void wgmma_ss_n128(float (&d)[64], unsigned long long a_desc, unsigned long long b_desc) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (kT == kPackBf16)
+    asm volatile(B12X_WGMMA_SS_N128("bf16") : B12X_WGMMA_ACC_N128("+f") : "l"(a_desc), "l"(b_desc));
+  else
+    asm volatile(B12X_WGMMA_SS_N128("f16") : B12X_WGMMA_ACC_N128("+f") : "l"(a_desc), "l"(b_desc));
+#else
+  (void)d, (void)a_desc, (void)b_desc;
+#endif
+}
+#undef B12X_WGMMA_SS_N128
+#undef B12X_WGMMA_ACC_N128
+
+#define B12X_WGMMA_SS_N256(TYPE)                                                \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                      \
+  "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {"                \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
+  "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+
+// D[64 x 256] += A[64 x 16] (shared, descriptor) . B[16 x 256] (shared, descriptor), FP32 accumulators.
+template <int kT>
+B12X_DEV void wgmma_ss_n256(float (&d)[128], unsigned long long a_desc, unsigned long long b_desc) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (kT == kPackBf16)
+    asm volatile(B12X_WGMMA_SS_N256("bf16") : B12X_WGMMA_ACC_N256("+f") : "l"(a_desc), "l"(b_desc));
+  else
+    asm volatile(B12X_WGMMA_SS_N256("f16") : B12X_WGMMA_ACC_N256("+f") : "l"(a_desc), "l"(b_desc));
+#else
+  (void)d, (void)a_desc, (void)b_desc;
+#endif
+}
+#undef B12X_WGMMA_SS_N256
 #undef B12X_WGMMA_ACC_N256
 
 }  // namespace b12x::device

@@ -38,8 +38,10 @@ const std::vector<Shape> kDefaultShapes = {{1, 28672, 8192},  {4, 28672, 8192}, 
                                            {4, 4096, 14336},  {8, 4096, 14336}};
 // Prefill shapes (issue 5's targets): a square 8192 GEMM at 4096 tokens, the down projection at 512,
 // and the up projection at 32..256 tokens (the decode / prefill crossover).
+// 64 x 4096 x 14336: 32 CTAs, the path splits K.
 const std::vector<Shape> kPrefillShapes = {{4096, 8192, 8192}, {512, 4096, 14336}, {32, 28672, 8192},
-                                           {64, 28672, 8192},  {128, 28672, 8192}, {256, 28672, 8192}};
+                                           {64, 28672, 8192},  {128, 28672, 8192}, {256, 28672, 8192},
+                                           {64, 4096, 14336}};
 constexpr int kSampledRows = 64;
 constexpr int64_t kSampledTokens = 256;  // tokens checked per sampled row (all of them up to this many)
 constexpr double kTolerance = 1e-2;
@@ -99,10 +101,12 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::Dec
   y.fill(0xFF);  // NaN poison: an unwritten element cannot pass
   r.bytes = static_cast<double>(dw.bytes() + x.bytes() + y.bytes());
 
-  DeviceBuffer scratch(plan.scratch_bytes());  // none for the decode path; plans own the layout
+  // The plan's scratch (prefill paths that split K: their partial tiles), aligned as bind requires.
+  DeviceBuffer scratch_mem(plan.scratch_bytes() + ScratchLayout::kAlignment);
+  const Scratch scratch = aligned_scratch(scratch_mem.get(), scratch_mem.bytes(), plan.scratch_bytes(), dev);
   const linear::Binding binding =
-      linear::bind(plan, Scratch{scratch.get(), scratch.bytes(), dev}, TensorView(x.get(), DType::bf16, {m, k}, dev), w,
-                   TensorView{}, TensorView(y.get(), DType::bf16, {m, n}, dev));
+      linear::bind(plan, scratch, TensorView(x.get(), DType::bf16, {m, k}, dev), w, TensorView{},
+                   TensorView(y.get(), DType::bf16, {m, n}, dev));
   linear::run(binding, ctx.stream());
   B12X_CUDA_CHECK(cudaGetLastError());
   B12X_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
@@ -145,7 +149,8 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::Dec
 
 // suite: "linear" (preferred_layout), "linear_checkpoint" (automatic kernel choice on checkpoint
 // weights), "linear_gemv" (the gemv kernel, for the formats automatic sends to mma), "linear_prefill"
-// (tile16 weights of the formats the prefill path serves, prefill shapes).
+// (tile16 weights of the formats the prefill path serves, and bf16_checkpoint: BF16 rows as stored,
+// the dense variant; prefill shapes).
 std::vector<Case> linear_cases(const std::vector<Shape>& shapes, const std::string& suite) {
   std::vector<Case> cases;
   if (suite == "linear_prefill") {
@@ -156,6 +161,10 @@ std::vector<Case> linear_cases(const std::vector<Shape>& shapes, const std::stri
         cases.push_back({suite, std::string(info.name), s.str(), Ceiling::none, [f, s](Context& ctx, Result& r) {
                            bench_linear(ctx, f, s, r, linear::DecodeKernel::automatic, WeightLayout::tile16);
                          }});
+        if (linear::prefill_supports(f, DType::bf16, WeightLayout::checkpoint))  // dense rows as stored
+          cases.push_back({suite, std::string(info.name) + "_checkpoint", s.str(), Ceiling::none, [f, s](Context& ctx, Result& r) {
+                             bench_linear(ctx, f, s, r, linear::DecodeKernel::automatic, WeightLayout::checkpoint);
+                           }});
       }
     }
     return cases;

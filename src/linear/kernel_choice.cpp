@@ -25,8 +25,12 @@ bool tile16_supports(Format format, DType act_dtype) {
 }
 
 // The prefill kernel (wgmma_tile16.cuh: wgmma_supports) serves what the tile16 decode kernels serve:
-// the mma path's formats and IQ2.
-bool prefill_supports(Format format, DType act_dtype) { return tile16_supports(format, act_dtype); }
+// the mma path's formats and IQ2; in the checkpoint layout 16-bit weights of x's type (kDense).
+bool prefill_supports(Format format, DType act_dtype, WeightLayout layout) {
+  if (layout == WeightLayout::checkpoint)
+    return (format == Format::bf16 && act_dtype == DType::bf16) || (format == Format::f16 && act_dtype == DType::f16);
+  return tile16_supports(format, act_dtype);
+}
 
 WeightLayout preferred_layout(Format format, DType act_dtype) {
   const bool sixteen_bit = format == Format::bf16 || format == Format::f16;

@@ -27,6 +27,7 @@
 #include "linear/kernels/mma_iq2.cuh"        // stage / shared-memory sizes (constexpr, host-compilable)
 #include "linear/kernels/wgmma_tile16.cuh"   // the same for the prefill kernel
 #include "linear/tma_map.h"                // encode_tma_map
+#include "runtime/cuda_api.h"              // B12X_CUDA_CHECK
 
 namespace b12x::linear {
 
@@ -88,10 +89,13 @@ KernelSpec linear_spec(const Caps& caps, const char* kernel, int64_t size, const
 // The prefill kernel: sm_90a only (wgmma, TMA, setmaxnreg); __launch_bounds__(384, 1): 65536 / 384
 // = 168 registers at launch (setmaxnreg then moves 40 -> 232 from the producer to the consumers).
 // split: device::WgmmaSplit, cluster: CTAs per cluster (the defaults add no template argument).
-KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta, int split = device::kSplitNone, int cluster = 1) {
+// dense: 16-bit weights in the checkpoint layout (kDense).
+KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta, int split = device::kSplitNone, int cluster = 1,
+                           bool dense = false) {
   std::vector<std::pair<std::string, int>> extra;
-  if (split != device::kSplitNone || cluster > 1) extra.emplace_back("scale_split", split);
-  if (cluster > 1) extra.emplace_back("cluster", cluster);
+  if (split != device::kSplitNone || cluster > 1 || dense) extra.emplace_back("scale_split", split);
+  if (cluster > 1 || dense) extra.emplace_back("cluster", cluster);
+  if (dense) extra.emplace_back("dense", 1);
   KernelSpec s = linear_spec(caps, "wgmma_tile16", tokens_per_cta, "tokens_per_cta", std::to_string(tokens_per_cta),
                              extra, 168);
   s.archs = {"sm_90a"};
@@ -119,6 +123,62 @@ std::vector<std::pair<int64_t, int>> prefill_buckets(const Caps& caps, int sm_co
 // instances).
 int prefill_cluster(bool split, unsigned row_blocks) {
   return clusters_enabled() && !split && row_blocks >= 2 && row_blocks % 2 == 0 ? 2 : 1;
+}
+
+// Split-K of the prefill kernel (grid.z): when its CTAs (tiles) leave SMs idle, the s in 1 ..
+// kPrefillMaxSplits that minimises waves(tiles x s) x (stages / s + kSplitOverheadStages), each split
+// keeping at least kMinStagesPerSplit stages; a split must win by 5% over fewer. The overhead (ring
+// fill, epilogue, the partial tile's write and sum) in stage times is an estimate.
+constexpr int kPrefillMaxSplits = 8, kMinStagesPerSplit = 8;
+constexpr double kSplitOverheadStages = 4.0;
+int prefill_splits(int64_t tiles, int64_t stages, int sm_count) {
+  const int64_t sms = std::max(sm_count, 1);
+  if (tiles <= 0 || tiles >= sms) return 1;
+  auto cost = [&](int s) {
+    return static_cast<double>((tiles * s + sms - 1) / sms) * (static_cast<double>(stages) / s + kSplitOverheadStages);
+  };
+  int best = 1;
+  double best_cost = cost(1);
+  for (int s = 2; s <= kPrefillMaxSplits && stages / s >= kMinStagesPerSplit; ++s)
+    if (cost(s) < 0.95 * best_cost) best = s, best_cost = cost(s);
+  return best;
+}
+
+// The split-K of a prefill path at M tokens (1: the path never splits: CTA pairs, split instances).
+int prefill_path_splits(const Caps& caps, const PlanPath& p, int64_t m, int sm_count) {
+  if (p.cluster > 1 || !p.split_spec.kernel.empty()) return 1;
+  const int64_t tiles = (m + p.tokens_per_cta - 1) / p.tokens_per_cta * static_cast<int64_t>(p.grid.y);
+  return prefill_splits(tiles, (caps.k / 32 + 1) / 2, sm_count);
+}
+
+// What the M of a prefill path (lo .. p.max_tokens) need for split-K: the most splits, and the
+// largest partial buffer (floats) and counter array (tiles).
+struct SplitNeed {
+  int splits = 1;
+  int64_t partial_floats = 0, counters = 0;
+};
+SplitNeed prefill_split_need(const Caps& caps, const PlanPath& p, int64_t lo, int sm_count) {
+  SplitNeed need;
+  const int bn = p.tokens_per_cta;
+  for (int64_t mb = (lo + bn - 1) / bn; mb <= (p.max_tokens + bn - 1) / bn; ++mb) {
+    const int s = prefill_path_splits(caps, p, mb * bn, sm_count);
+    if (s == 1) continue;
+    const int64_t tiles = mb * static_cast<int64_t>(p.grid.y);
+    need.splits = std::max(need.splits, s);
+    need.partial_floats = std::max<int64_t>(need.partial_floats, tiles * s * device::wgmma_partial_floats(bn));
+    need.counters = std::max(need.counters, tiles);
+  }
+  return need;
+}
+
+// The smallest M of the prefill bucket ending at `top`.
+int64_t prefill_bucket_low(const Caps& caps, int64_t top, int sm_count) {
+  int64_t low = kMaxDecodeTokens + 1;
+  for (const auto& [b_top, b_bn] : prefill_buckets(caps, sm_count)) {
+    if (b_top >= top) break;
+    low = b_top + 1;
+  }
+  return low;
 }
 
 KernelSpec make_spec(const Caps& caps, int64_t bucket, int rows) {
@@ -260,11 +320,11 @@ void validate_caps(const Caps& caps) {
     B12X_CHECK_ARG(caps.n % 16 == 0, "n", "N (out_features) must be a multiple of 16 for tile16 weights, got ", caps.n);
   }
   use_mma(caps);  // Unsupported when DecodeKernel::mma cannot serve the format
-  if (caps.max_tokens > kMaxDecodeTokens && (!tile16(caps) || !prefill_supports(caps.format, caps.act_dtype)))
+  if (caps.max_tokens > kMaxDecodeTokens && !prefill_supports(caps.format, caps.act_dtype, caps.layout))
     fail_unsupported("linear: max_tokens = ", caps.max_tokens, " needs the prefill path (M > ", kMaxDecodeTokens,
                      "), which serves tile16 weights (bf16 / f16 weights of the dtype of x; every quantized format) "
-                     "with bf16 / f16 activations; got ", info.name, " weights in the ", layout_name(caps.layout),
-                     " layout with ", dtype_name(caps.act_dtype),
+                     "and bf16 / f16 weights of x's dtype in the checkpoint layout, with bf16 / f16 activations; got ",
+                     info.name, " weights in the ", layout_name(caps.layout), " layout with ", dtype_name(caps.act_dtype),
                      " activations. Repack the weight to tile16 (formats/tile16.h), or plan max_tokens <= ",
                      kMaxDecodeTokens, " and run larger M in pieces");
 }
@@ -348,7 +408,7 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
                   static_cast<unsigned>((caps.n + device::kWgRows - 1) / device::kWgRows));
     const bool split = device::wgmma_split_scales(f, act_code(caps.act_dtype));
     p.cluster = prefill_cluster(split, p.grid.y);
-    p.spec = make_wgmma_spec(caps, bn, split ? device::kSplitFold : device::kSplitNone, p.cluster);
+    p.spec = make_wgmma_spec(caps, bn, split ? device::kSplitFold : device::kSplitNone, p.cluster, !tile16(caps));
     std::string split_name;
     if (split) {
       p.split_tokens_per_cta = std::min(bn, device::wgmma_split_max_tokens(device::kSplitPromote));
@@ -358,8 +418,13 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
                                   p.split_tokens_per_cta, ", stages=", device::wgmma_stages(f, p.split_tokens_per_cta),
                                   ")");
     }
-    p.name = detail::concat("prefill.wgmma_tile16{tokens_per_cta=", bn, ", stages=", device::wgmma_stages(f, bn),
-                            ", grid=ceil(M/", bn, ")x", p.grid.y, "x", device::kWgThreads,
+    // Split-K: the most any M of the bucket takes; run() picks the live M's.
+    const int sms = sm_count > 0 ? sm_count : kDefaultSmCount;
+    p.ksplit = prefill_split_need(caps, p, prefill_bucket_low(caps, top, sms), sms).splits;
+    p.name = detail::concat("prefill.wgmma_tile16{", tile16(caps) ? "" : "dense (checkpoint rows, both operands in shared memory), ",
+                            "tokens_per_cta=", bn, ", stages=", device::wgmma_stages(f, bn),
+                            ", grid=ceil(M/", bn, ")x", p.grid.y, p.ksplit > 1 ? detail::concat("x(1..", p.ksplit, ")") : "",
+                            "x", device::kWgThreads, p.ksplit > 1 ? ", split-K by M" : "",
                             p.cluster > 1 ? ", cluster=1x2 (x multicast)" : "", split_name, "}");
     return p;
   }
@@ -466,10 +531,49 @@ std::vector<KernelSpec> all_kernel_specs() {
             specs.push_back(make_wgmma_spec(caps, bn));
             specs.push_back(make_wgmma_spec(caps, bn, device::kSplitNone, 2));
           }
+          if (prefill_supports(info.format, act, WeightLayout::checkpoint)) {  // dense 16-bit rows
+            caps.layout = WeightLayout::checkpoint;
+            specs.push_back(make_wgmma_spec(caps, bn, device::kSplitNone, 1, true));
+            specs.push_back(make_wgmma_spec(caps, bn, device::kSplitNone, 2, true));
+          }
         }
     }
   for (auto& s : fp8::all_specs()) specs.push_back(std::move(s));
   return specs;
+}
+
+namespace {
+
+// Whether some prefill path of the plan may split K (its buffers are then in the plan's scratch).
+bool prefill_splits_k(const std::vector<PlanPath>& paths) {
+  for (const PlanPath& p : paths)
+    if (p.kind == PathKind::prefill && p.ksplit > 1) return true;
+  return false;
+}
+
+// The prefill paths' split-K buffers, sized for the most any live M asks: "linear.prefill_partials"
+// (FP32 partial tiles) and "linear.prefill_counters" (one per tile, zeroed by run()).
+void add_prefill_scratch(const Caps& caps, const std::vector<PlanPath>& paths, int sm_count, ScratchLayout& l) {
+  const Caps& inner = act16::serves(caps.act) ? act16::inner_caps(caps) : caps;
+  int64_t floats = 0, counters = 0;
+  for (const PlanPath& p : paths) {
+    if (p.kind != PathKind::prefill || p.ksplit == 1) continue;
+    const SplitNeed need = prefill_split_need(inner, p, prefill_bucket_low(inner, p.max_tokens, sm_count), sm_count);
+    floats = std::max(floats, need.partial_floats), counters = std::max(counters, need.counters);
+  }
+  if (floats == 0) return;
+  l.add("linear.prefill_partials", static_cast<size_t>(floats) * 4);
+  l.add("linear.prefill_counters", static_cast<size_t>(counters) * 4);
+}
+
+}  // namespace
+
+ScratchLayout plan_scratch(const Caps& caps, const std::vector<PlanPath>& paths, int sm_count) {
+  ScratchLayout l;
+  if (act16::serves(caps.act)) l = act16::scratch(caps);
+  else if (caps.act != ActMode::a16) l = fp8::scratch(caps, sm_count);
+  if (caps.act == ActMode::a16 || act16::serves(caps.act)) add_prefill_scratch(caps, paths, sm_count, l);
+  return l;
 }
 
 Plan plan(const Caps& caps, cudaStream_t stream) {
@@ -484,12 +588,8 @@ Plan plan(const Caps& caps, cudaStream_t stream) {
     if (!path.split_spec.kernel.empty()) path.split_kernel = &resolve_kernel(path.split_spec, stream);
   }
   if (quantizes_x(caps)) p.quantize = quantize::plan(quantize_caps(caps), stream);
-  if (act16::serves(caps.act)) {
-    p.scratch = act16::scratch(caps);
-    p.act_decode = dequant::plan(act16::decode_caps(caps), stream);
-  } else if (caps.act != ActMode::a16) {
-    p.scratch = fp8::scratch(caps, sm_count);
-  }
+  if (act16::serves(caps.act)) p.act_decode = dequant::plan(act16::decode_caps(caps), stream);
+  p.scratch = plan_scratch(caps, p.paths, sm_count);
   return p;
 }
 
@@ -566,7 +666,16 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
     // a stage's chunks of the CTA's eight tiles are one box {chunk / 4, 2 runs, 8 tiles}.
     const int fmt = static_cast<int>(caps.format);
     const int chunk = device::tile16_chunk_bytes(fmt);
-    if (device::tile16_iq2(fmt)) {
+    if (!tile16(caps)) {
+      // Dense 16-bit rows: [n, k] as a 2-D map, box {64 K, 128 rows}, the 128-byte swizzle wgmma reads
+      // (rows of K x 2 bytes: 16-byte multiples as K % 32 == 0; the base 16-byte aligned).
+      expect(w.data, "weight").aligned(16);
+      encode_tma_map(b.w_map, caps.format == Format::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                     w.data.data, {static_cast<uint64_t>(caps.k), static_cast<uint64_t>(caps.n)},
+                     {static_cast<uint64_t>(caps.k) * 2},
+                     {static_cast<uint32_t>(device::kWgStageK), static_cast<uint32_t>(device::kWgRows)},
+                     CU_TENSOR_MAP_SWIZZLE_128B);
+    } else if (device::tile16_iq2(fmt)) {
       // IQ2: chunks per 256-K block; a stage's boxes are its two runs' qs (256 bytes) through w_map
       // and 32-byte pieces (d words; IQ2_XS's scale bytes) through s_map, both of the data tensor.
       encode_tile16_map(b.w_map, w.data.data, caps.n, caps.k / 256, chunk, 64, 1);
@@ -576,6 +685,10 @@ Binding bind(const Plan& plan, const Scratch& scratch, const TensorView& x, cons
       const int scale_chunk = device::tile16_scale_chunk_bytes(fmt);
       // Formats without scale chunks leave s_map zero: the kernel never reads it.
       if (scale_chunk > 0) encode_tile16_map(b.s_map, w.scale.data, caps.n, caps.k / 32, scale_chunk, scale_chunk / 4, 2);
+    }
+    if (prefill_splits_k(plan.paths)) {  // split-K buffers (the plan's scratch has them)
+      b.partials = static_cast<float*>(scratch_region(scratch, plan.scratch, "linear.prefill_partials"));
+      b.counters = static_cast<unsigned*>(scratch_region(scratch, plan.scratch, "linear.prefill_counters"));
     }
   }
   return b;
@@ -604,9 +717,19 @@ void run(const Binding& binding, cudaStream_t stream) {
     void* x_map = const_cast<unsigned char*>(binding.x_map);
     void* w_map = const_cast<unsigned char*>(binding.w_map);
     void* s_map = const_cast<unsigned char*>(binding.s_map);
-    void* args[] = {x_map, w_map, s_map, &scale, &scale2, &act_scale, &bias, &bias_dtype, &y, &m, &n, &k};
     const dim3 grid(static_cast<unsigned>((binding.m + path.tokens_per_cta - 1) / path.tokens_per_cta), path.grid.y);
-    path.kernel->launch(grid, path.block, path.smem_bytes, stream, args, dim3(1, path.cluster, 1));
+    // Split-K at this M (at most path.ksplit, which sized the scratch): the tiles' counters zeroed first.
+    int splits = path.ksplit > 1 ? prefill_path_splits(p.caps.act == ActMode::a16 ? p.caps : act16::inner_caps(p.caps),
+                                                        path, binding.m, p.sm_count)
+                                 : 1;
+    float* partials = binding.partials;
+    unsigned* counters = binding.counters;
+    if (splits > 1)
+      B12X_CUDA_CHECK(cudaMemsetAsync(counters, 0, static_cast<size_t>(grid.x) * grid.y * 4, stream));
+    void* args[] = {x_map, w_map, s_map, &scale, &scale2, &act_scale, &bias, &bias_dtype, &y, &m, &n, &k,
+                    &splits, &partials, &counters};
+    path.kernel->launch(dim3(grid.x, grid.y, static_cast<unsigned>(splits)), path.block, path.smem_bytes, stream, args,
+                        dim3(1, path.cluster, 1));
     if (path.split_kernel) {  // the other row blocks, on the second instance's own grid and x boxes
       args[0] = const_cast<unsigned char*>(binding.split_x_map);
       const int bn = path.split_tokens_per_cta;

@@ -3,9 +3,9 @@
 // CPU: reference_linear (every format, every activation mode; float64 accumulation) - the spec.
 // CUDA: the linear op's kernels. act_mode a16 (BF16/FP16 x): M <= 16 rows run as one launch of the
 // plan for M's token bucket. Larger M runs the prefill kernel (one launch, plan for the power of two
-// >= M, so a handful of plans serve every prompt length) where it serves the weight (tile16 layout,
-// linear::prefill_supports); otherwise as ceil(M / 16) launches of the 16-token path, each
-// streaming the whole weight. fp8_tensor / fp8_token / fp8_block (BF16/FP16/FP32 x): the quantize
+// >= M, so a handful of plans serve every prompt length) where it serves the weight
+// (linear::prefill_supports: tile16 weights, and 16-bit weights of x's type as stored); otherwise
+// as ceil(M / 16) launches of the 16-token path, each streaming the whole weight. fp8_tensor / fp8_token / fp8_block (BF16/FP16/FP32 x): the quantize
 // kernel, then the FP8 GEMM (wgmma_fp8), from one plan for the power of two >= M. mxfp8 / nvfp4
 // (BF16/FP16/FP32 x): the quantize kernel, the decode of x to BF16, then the 16-bit path of BF16 x
 // (one plan for the power of two >= M where the prefill kernel serves the weight, else pieces of 16).
@@ -67,7 +67,7 @@ at::Tensor rows_of(const at::Tensor& x, int64_t k) {
 
 // Whether M > 16 runs on the prefill kernel for this weight (its plan: linear_prefill_capacity).
 bool prefill_serves(const WeightView& w, DType act) {
-  return w.layout == WeightLayout::tile16 && linear::prefill_supports(w.format, act);
+  return linear::prefill_supports(w.format, act, w.layout);
 }
 
 void check_out(const at::Tensor& x, const WeightView& w, const at::Tensor& out) {
@@ -161,7 +161,14 @@ void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<a
         plan_for(caps_for(w, act_dtype, out_dtype, bias_view, linear_prefill_capacity(m)), device, stream);
     TensorView xm(xv.data, act_dtype, {m, w.k}, xv.device);
     TensorView ym(yv.data, out_dtype, {m, w.n}, yv.device);
-    linear::run(linear::bind(plan, Scratch{nullptr, 0, xv.device}, xm, w, bias_view, ym), stream);
+    // Split-K paths (few CTAs: small M x N) keep partial tiles in the plan's scratch, taken from
+    // torch's caching allocator per call (capture-safe), as the quantized paths do.
+    const size_t buffer_bytes = plan.scratch_bytes() > 0 ? plan.scratch_bytes() + ScratchLayout::kAlignment : 0;
+    const at::Tensor scratch_mem = at::empty({static_cast<int64_t>(buffer_bytes)}, x.options().dtype(at::kByte));
+    const Scratch scratch = buffer_bytes > 0 ? aligned_scratch(scratch_mem.data_ptr(), buffer_bytes, plan.scratch_bytes(),
+                                                               Device::cuda(device))
+                                             : Scratch{nullptr, 0, xv.device};
+    linear::run(linear::bind(plan, scratch, xm, w, bias_view, ym), stream);
     return;
   }
   const size_t x_row = static_cast<size_t>(w.k) * dtype_size(act_dtype);
@@ -246,8 +253,8 @@ std::vector<std::string> linear_plan(std::string_view format, int64_t n, int64_t
     if (bias_dtype) caps.bias_dtype = to_dtype(*bias_dtype, "bias_dtype");
     caps.layout = parse_layout(layout);
     std::vector<std::string> served;
-    const bool prefill = max_tokens > linear::kMaxDecodeTokens && caps.layout == WeightLayout::tile16 &&
-                         linear::prefill_supports(caps.format, caps.act_dtype);
+    const bool prefill = max_tokens > linear::kMaxDecodeTokens &&
+                         linear::prefill_supports(caps.format, caps.act_dtype, caps.layout);
     if (prefill) {  // the plan linear_cuda uses for M = max_tokens (its paths cover every smaller M)
       caps.max_tokens = linear_prefill_capacity(max_tokens);
       for (const linear::PlanPath& p : plan_for(caps, index, stream).paths)
@@ -265,7 +272,7 @@ std::vector<std::string> linear_plan(std::string_view format, int64_t n, int64_t
     if (max_tokens > linear::kMaxDecodeTokens)
       served.push_back(detail::concat("M>", linear::kMaxDecodeTokens, ": ceil(M/", linear::kMaxDecodeTokens,
                                       ") launches of the M<=16 path (no prefill kernel for this weight: ",
-                                      "it needs the tile16 layout and a format linear.prefill_supports)"));
+                                      "linear.prefill_supports does not serve this format and layout)"));
     return served;
   });
 }

@@ -27,8 +27,9 @@ std::vector<int64_t> prewarm_op(std::string_view op, std::string_view format, in
     item.format = format;
     item.n = n;
     item.k = k;
-    const bool prefill = op == "linear" && parse_layout(std::string(layout)) == WeightLayout::tile16 &&
-                         linear::prefill_supports(parse_format(format, "format"), parse_dtype(act_dtype, "act_dtype"));
+    const bool prefill = op == "linear" && linear::prefill_supports(parse_format(format, "format"),
+                                                                    parse_dtype(act_dtype, "act_dtype"),
+                                                                    parse_layout(std::string(layout)));
     for (int64_t t : tokens) {
       int64_t served = t;
       if (op == "linear" && t > linear::kMaxDecodeTokens) {

@@ -19,6 +19,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -119,7 +120,8 @@ std::vector<uint8_t> run_on_device(const linear::Plan& plan, const HostTensor& x
   if (bias) dbias = DeviceTensor(bias->view());
   DeviceBuffer y(static_cast<size_t>(m * caps.n) * dtype_size(caps.out_dtype));
   y.fill(0xFF);
-  const linear::Binding b = linear::bind(plan, Scratch{}, dx.view, w.view, bias ? dbias.view : TensorView{},
+  const test::DeviceScratch scratch(plan.scratch_bytes());  // prefill paths that split K use it
+  const linear::Binding b = linear::bind(plan, scratch.scratch, dx.view, w.view, bias ? dbias.view : TensorView{},
                                          TensorView(y.get(), caps.out_dtype, {m, caps.n}, this_device()));
   linear::run(b, stream);
   B12X_CUDA_CHECK(cudaGetLastError());
@@ -649,6 +651,135 @@ TEST_F(LinearGpu, PrefillQ8_0NanScalesTurnExactlyTheirRowsIntoNan) {
     const HostTensor x = random_tensor(rng, act, {m, k});
     expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, 140, label(caps, m));
   }
+}
+
+// Split-K (few CTAs: N = 384 is three row blocks, an odd count, so no CTA pairs; K = 4096, 64
+// stages): up to 8 CTAs per tile, each writing its FP32 partial tile, the last one summing them in
+// order and finishing (scales and bias applied once); every format family, bias, F32 out.
+TEST_F(LinearGpu, PrefillSplitKMatchesReference) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (Format f : {Format::bf16, Format::fp8_channel, Format::fp8_block, Format::nvfp4, Format::mxfp4, Format::q8_0,
+                   Format::iq2_xxs, Format::iq2_xs}) {
+    linear::Caps caps = make_caps(f, 384, 4096, 300, DType::bf16, DType::f32, true, DType::bf16);
+    caps.layout = WeightLayout::tile16;
+    const linear::Plan plan = linear::plan(caps);
+    EXPECT_GT(plan.scratch_bytes(), 0u);
+    const PackedWeight p = random_weight(f, caps.n, caps.k, rng);
+    const DeviceWeight w = device_weight(p, WeightLayout::tile16);
+    const HostTensor bias = random_tensor(rng, DType::bf16, {caps.n});
+    for (int64_t m : {17, 64, 100, 300}) {
+      const std::string& name = plan.path_for(m).name;
+      EXPECT_NE(name.find("split-K"), std::string::npos) << name;
+      const HostTensor x = random_tensor(rng, DType::bf16, {m, caps.k});
+      expect_matches_reference(run_on_device(plan, x, w, &bias), caps.out_dtype, x.view(), p, bias.view(),
+                               label(caps, m) + " via " + name);
+    }
+  }
+  // One-hot x across two splits (K = 1024: 16 stages; M = 1024: 24 CTAs): every weight bit-exact,
+  // a sum of one nonzero partial and zeros.
+  for (Format f : {Format::fp8_block, Format::nvfp4, Format::q8_0, Format::iq2_xs}) {
+    const int64_t k = 1024;
+    linear::Caps caps = make_caps(f, 384, k, k, DType::bf16, DType::f32, false, DType::bf16);
+    caps.layout = WeightLayout::tile16;
+    const linear::Plan plan = linear::plan(caps);
+    ASSERT_EQ(plan.path_for(k).ksplit, 2) << plan.path_for(k).name;
+    const PackedWeight p = random_codes(f, caps.n, k, rng);
+    HostTensor x(DType::bf16, {k, k});
+    std::memset(x.view().data, 0, x.nbytes());
+    for (int64_t t = 0; t < k; ++t) store_f32(x.view().data, DType::bf16, t * k + t, 1.0f);
+    expect_one_hot_exact(run_on_device(plan, x, device_weight(p, WeightLayout::tile16), nullptr), x, p, 0,
+                         label(caps, k) + " via " + plan.path_for(k).name);
+  }
+  // An E4M3 NaN code in the last split's K range turns exactly its row into NaN.
+  {
+    linear::Caps caps = make_caps(Format::fp8_tensor, 384, 4096, 40, DType::bf16, DType::f32, false, DType::bf16);
+    caps.layout = WeightLayout::tile16;
+    const linear::Plan plan = linear::plan(caps);
+    ASSERT_GT(plan.path_for(40).ksplit, 1) << plan.path_for(40).name;
+    const PackedWeight clean = random_weight(caps.format, caps.n, caps.k, rng);
+    PackedWeight poisoned = clean;
+    uint8_t* d = static_cast<uint8_t*>(poisoned.data.view().data);
+    const int64_t nan_rows[] = {1, 130, 383};
+    d[1 * caps.k + 4000] = 0x7F, d[130 * caps.k + 2100] = 0xFF, d[383 * caps.k + 5] = 0x7F;
+    const HostTensor x = random_tensor(rng, DType::bf16, {40, caps.k});
+    expect_exactly_these_rows_nan(plan, x, clean, poisoned, WeightLayout::tile16, nan_rows, -1, label(caps, 40));
+  }
+}
+
+// Split-K inside a CUDA graph: the counters' memset and the launch are captured; replays with new x
+// contents give the new results.
+TEST_F(LinearGpu, PrefillSplitKGraphReplaysChangedX) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  linear::Caps caps = make_caps(Format::q8_0, 384, 4096, 64, DType::bf16, DType::f32, false, DType::bf16);
+  caps.layout = WeightLayout::tile16;
+  const linear::Plan plan = linear::plan(caps);
+  const int64_t m = 50;
+  ASSERT_GT(plan.path_for(m).ksplit, 1) << plan.path_for(m).name;
+  const PackedWeight p = random_weight(caps.format, caps.n, caps.k, rng);
+  const DeviceWeight w = device_weight(p, WeightLayout::tile16);
+  HostTensor x1 = random_tensor(rng, DType::bf16, {m, caps.k}), x2 = random_tensor(rng, DType::bf16, {m, caps.k});
+  DeviceTensor dx(x1.view());
+  DeviceBuffer y(static_cast<size_t>(m * caps.n) * 4);
+  const test::DeviceScratch scratch(plan.scratch_bytes());
+  const linear::Binding b = linear::bind(plan, scratch.scratch, dx.view, w.view, TensorView{},
+                                         TensorView(y.get(), DType::f32, {m, caps.n}, this_device()));
+  cudaStream_t stream;
+  B12X_CUDA_CHECK(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  B12X_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  linear::run(b, stream);
+  B12X_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  B12X_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (const HostTensor* x : {&x1, &x2, &x1}) {  // x1 twice: the counters start from zero every replay
+    B12X_CUDA_CHECK(cudaMemcpy(dx.view.data, x->view().data, x->nbytes(), cudaMemcpyHostToDevice));
+    y.fill(0xFF);
+    B12X_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_matches_reference(y.download(), DType::f32, x->view(), p, TensorView{}, "graph replay " + label(caps, m));
+  }
+  B12X_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  B12X_CUDA_CHECK(cudaGraphDestroy(graph));
+  B12X_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// BF16 / F16 weights of x's type in their checkpoint layout (the dense variant: the weight rows by
+// TMA, both wgmma operands from shared memory): every token count's path against the reference, N
+// with alone and paired CTAs, K % 64 == 32 (the last stage's second half zero-filled), and one-hot
+// x: every weight exactly.
+TEST_F(LinearGpu, PrefillDenseWeightsMatchReference) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (const auto& [f, act, out] : {std::tuple{Format::bf16, DType::bf16, DType::bf16},
+                                    std::tuple{Format::f16, DType::f16, DType::f32}})
+    for (int64_t n : {304, 432}) {
+      linear::Caps caps = make_caps(f, n, 160, 300, act, out, true, DType::f32);
+      ASSERT_EQ(caps.layout, WeightLayout::checkpoint);
+      const linear::Plan plan = linear::plan(caps);
+      const PackedWeight p = random_weight(f, caps.n, caps.k, rng);
+      const DeviceWeight w = device_weight(p, WeightLayout::checkpoint);
+      const HostTensor bias = random_tensor(rng, DType::f32, {caps.n});
+      for (int64_t m : {17, 64, 65, 129, 300}) {
+        const std::string& name = plan.path_for(m).name;
+        EXPECT_EQ(name.rfind("prefill.wgmma_tile16{dense", 0), 0u) << name;
+        const HostTensor x = random_tensor(rng, act, {m, caps.k});
+        expect_matches_reference(run_on_device(plan, x, w, &bias), out, x.view(), p, bias.view(), label(caps, m) + " via " + name);
+      }
+      const int64_t k = 352;  // one-hot: M = K = 352 (two 256-token CTAs)
+      linear::Caps one = make_caps(f, n, k, k, act, DType::f32, false, DType::bf16);
+      const linear::Plan one_plan = linear::plan(one);
+      const PackedWeight codes = random_codes(f, n, k, rng);
+      HostTensor x(act, {k, k});
+      std::memset(x.view().data, 0, x.nbytes());
+      for (int64_t t = 0; t < k; ++t) store_f32(x.view().data, act, t * k + t, 1.0f);
+      expect_one_hot_exact(run_on_device(one_plan, x, device_weight(codes, WeightLayout::checkpoint), nullptr), x, codes, 0,
+                           label(one, k) + " via " + one_plan.path_for(k).name);
+    }
 }
 
 TEST_F(LinearGpu, PrefillGraphCaptureReplaysChangedX) {

@@ -132,13 +132,14 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   // (fp8_block, mxfp8, q8_0, iq2_xxs, iq2_xs x 2 act, mxfp4 x f16: 11), sm_90a only; MXFP8 with BF16 x as two
   // instances (scale_split 1: the row blocks whose scales fold, 64 / 128 / 256 tokens; 2: the others,
   // 64 / 128): three more per out;
-  // every unsplit one (47 per out) also as a cluster of two CTAs (x multicast).
+  // every unsplit one (47 per out) also as a cluster of two CTAs (x multicast); dense BF16 / F16
+  // weights of x's type in the checkpoint layout: 64 / 128 / 256, alone and paired (12 per out).
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
   // wgmma_fp8 (quantized activations): promoted: 3 modes x 4 token tiles (16 .. 128); fast_accum:
   // fp8_tensor and fp8_token x 5 (16 .. 256); x 3 out, sm_90a only; fp8_tensor / fp8_token tiles of
   // 128 and 256 tokens also as clusters of two (2 promoted + 4 fast).
   EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 +
-                              (9 * 3 + 11 * 2 + 3 + 47) * 3 + (3 * 4 + 2 * 5 + 6) * 3);
+                              (9 * 3 + 11 * 2 + 3 + 47 + 2 * 3 * 2) * 3 + (3 * 4 + 2 * 5 + 6) * 3);
   std::set<std::string> names;
   size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, clustered = 0, fp8 = 0;
   for (const auto& s : specs) {
@@ -181,8 +182,8 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a", "sm_120a"}));
     EXPECT_GT(s.max_registers, 0);
   }
-  EXPECT_EQ(prefill, (9u * 3 + 11 * 2 + 3 + 47) * 3);
-  EXPECT_EQ(clustered, 47u * 3);
+  EXPECT_EQ(prefill, (9u * 3 + 11 * 2 + 3 + 47 + 2 * 3 * 2) * 3);
+  EXPECT_EQ(clustered, (47u + 2 * 3) * 3);
   EXPECT_EQ(fp8, (3u * 4 + 2 * 5 + 6) * 3);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
   EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
@@ -342,6 +343,18 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
     c.format = Format::bf16;
     EXPECT_EQ(linear::plan_path(c, 4096, 132).tokens_per_cta, 256);  // unset again
   }
+  // BF16 / F16 weights of x's type as stored (checkpoint layout): the dense prefill kernel, 256 tokens.
+  for (const auto& [f, act] : {std::pair{Format::bf16, DType::bf16}, std::pair{Format::f16, DType::f16}}) {
+    linear::Caps c = make_caps(f, 28672, 8192, 4096, act);
+    EXPECT_TRUE(linear::prefill_supports(f, act, WeightLayout::checkpoint));
+    const linear::PlanPath p = linear::plan_path(c, 4096, 132);
+    EXPECT_EQ(p.kind, linear::PathKind::prefill);
+    EXPECT_EQ(p.tokens_per_cta, 256);
+    EXPECT_NE(p.spec.describe().find("dense=1"), std::string::npos) << p.spec.describe();
+    EXPECT_EQ(p.name.rfind("prefill.wgmma_tile16{dense", 0), 0u) << p.name;
+  }
+  EXPECT_FALSE(linear::prefill_supports(Format::bf16, DType::f16, WeightLayout::checkpoint));
+  EXPECT_FALSE(linear::prefill_supports(Format::fp8_tensor, DType::bf16, WeightLayout::checkpoint));
   // A small max_tokens: one prefill path of max_tokens itself.
   caps.max_tokens = 40;
   EXPECT_EQ(linear::plan_path(caps, 40, 132).max_tokens, 40);
@@ -359,6 +372,47 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
         EXPECT_LE(device::wgmma_out_bytes(bn), device::wgmma_stages(f, bn) * device::wgmma_stage_bytes(f, bn));
       }
     }
+}
+
+TEST(LinearCompile, PrefillSplitsKWhereItsCtasLeaveSmsIdle) {
+  // N = 4096 (32 row blocks), K = 14336 (224 stages), 132 SMs.
+  auto caps = make_caps(Format::nvfp4, 4096, 14336, 128);
+  caps.layout = WeightLayout::tile16;
+  // M <= 64: 32 CTAs -> 4 splits (128 CTAs, one wave of 56 stages each); the name says so.
+  const linear::PlanPath p64 = linear::plan_path(caps, 64, 132);
+  EXPECT_EQ(p64.tokens_per_cta, 64);
+  EXPECT_EQ(p64.ksplit, 4) << p64.name;
+  EXPECT_NE(p64.name.find("split-K"), std::string::npos) << p64.name;
+  EXPECT_EQ(linear::plan_path(caps, 128, 132).ksplit, 4);
+  // Its buffers: the larger bucket's 32 tiles x 4 splits x 128 tokens x 128 rows of FP32, 32 counters.
+  const ScratchLayout l = linear::plan_scratch(caps, {p64, linear::plan_path(caps, 128, 132)}, 132);
+  EXPECT_EQ(l.offset("linear.prefill_partials"), 0u);
+  EXPECT_GE(l.bytes(), 32u * 4 * 128 * 128 * 4 + 32 * 4);
+  EXPECT_GE(l.offset("linear.prefill_counters"), 32u * 4 * 128 * 128 * 4);
+  // Enough CTAs (N = 28672: 224 row blocks), or too few stages to share (K = 512), never split.
+  caps.n = 28672;
+  EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 1);
+  EXPECT_EQ(linear::plan_scratch(caps, {linear::plan_path(caps, 64, 132)}, 132).bytes(), 0u);
+  caps.n = 4096, caps.k = 512;
+  EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 1);
+  // 64 row blocks at K = 8192: 2 splits up to M = 128 (64 -> 128 CTAs); from M = 129 on 128 CTAs
+  // or more: splitting would add a wave.
+  caps.n = 8192, caps.k = 8192, caps.max_tokens = 4096;
+  EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 2);
+  EXPECT_EQ(linear::plan_path(caps, 128, 132).ksplit, 2);
+  EXPECT_EQ(linear::plan_path(caps, 129, 132).ksplit, 1);
+  EXPECT_EQ(linear::plan_path(caps, 4096, 132).ksplit, 1);
+  // MXFP8 with BF16 x (two kernel instances) and CTA pairs never split.
+  caps.n = 4096, caps.k = 14336, caps.max_tokens = 64;
+  caps.format = Format::mxfp8;
+  EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 1);
+  caps.format = Format::fp8_tensor;
+  {
+    test::ScopedEnv pairs("B12X_CLUSTERS", "1");
+    EXPECT_EQ(linear::plan_path(caps, 64, 132).cluster, 2);
+    EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 1);
+  }
+  EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 4);
 }
 
 TEST(LinearCompile, Tile16WeightsUseTheTile16KernelAtEveryTokenCount) {
@@ -589,6 +643,7 @@ TEST(LinearCompile, PlanRejectsBadCapsWithoutAGpu) {
                          tile16_caps(Format::mxfp8, 64), tile16_caps(Format::q8_0, 8192),
                          tile16_caps(Format::mxfp4, 64, DType::f16), tile16_caps(Format::fp8_block, 300),
                          tile16_caps(Format::iq2_xs, 17), tile16_caps(Format::iq2_xxs, 8192, DType::f16),
+                         make_caps(Format::bf16, 4096, 4096, 8192), make_caps(Format::f16, 4096, 4096, 300, DType::f16),
                          make_caps(Format::iq2_xxs, 3, 768, 1, DType::bf16, DType::f32, true, DType::f16)}) {
     try {
       linear::plan(ok);

@@ -1,5 +1,5 @@
-// The prefill kernel's (linear/kernels/wgmma_tile16.cuh) FP4 / FP8 pair gathers on the CPU: for every
-// lane of a warp and every run, the words wgmma_fp*_gather build from the lane's quad in a tile16 chunk
+// The prefill kernel's (linear/kernels/wgmma_tile16.cuh) FP4 / 8-bit pair gathers on the CPU: for every
+// lane of a warp and every run, the words wgmma_fp4_gather / wgmma_8bit_gather build from the lane's quad in a tile16 chunk
 // hold exactly the checkpoint codes wgmma's A fragment wants (row g / g + 8, K 16s + 2t, 16s + 2t + 1
 // and 16s + 8 + 2t, +1 of K step s). The GPU one-hot tests would also catch a wrong mapping, but only
 // on the device; this pins the index arithmetic here, against tile16_data_src (the layout's spec).
@@ -58,16 +58,25 @@ void check_fp4_gather(int format) {
 
 TEST(WgmmaFragments, Nvfp4GatherGivesTheAFragmentPairs) { check_fp4_gather(kFmtNvfp4); }
 
-// The FP8 formats (tile16's split byte order): the code bytes of pair c come out of
-// e4m3x2_pack_split's byte positions (bytes 0 / 2 for pair 2i, 1 / 3 for pair 2i + 1 of word i).
-void check_fp8_gather(int format) {
+// The 8-bit formats: FP8 (tile16's split byte order): the code bytes of pair c come out of
+// e4m3x2_pack_split's byte positions (bytes 0 / 2 for pair 2i, 1 / 3 for pair 2i + 1 of word i);
+// Q8_0 (natural order): out of i8x2_pack's (bytes 0 / 1 and 2 / 3). Q8_0's chunk ends in 32 bytes of
+// d words, which the gather never reads.
+void check_8bit_gather(int format) {
   std::mt19937 rng(11);
   const long long n = 16, k = 128, runs = k / 32;
-  std::vector<uint8_t> ckpt(static_cast<size_t>(n * k));
+  // Checkpoint byte of element (row, e): FP8 one byte per element; Q8_0 34-byte blocks (FP16 d, then
+  // 32 int8).
+  const long long row_bytes = format == kFmtQ8_0 ? runs * 34 : k;
+  auto elem = [&](long long row, long long e) {
+    return static_cast<size_t>(format == kFmtQ8_0 ? row * row_bytes + (e / 32) * 34 + 2 + e % 32 : row * k + e);
+  };
+  std::vector<uint8_t> ckpt(static_cast<size_t>(n * row_bytes));
   for (auto& b : ckpt) b = static_cast<uint8_t>(rng());
   const int chunk = tile16_chunk_bytes(format);
-  ASSERT_EQ(chunk, 512);
-  ASSERT_TRUE(tile16_fp8_split(format));
+  const bool split = tile16_fp8_split(format);
+  ASSERT_EQ(chunk, format == kFmtQ8_0 ? 544 : 512);
+  ASSERT_TRUE(split || format == kFmtQ8_0);
   std::vector<uint8_t> tiled(static_cast<size_t>(runs * chunk));
   for (size_t i = 0; i < tiled.size(); ++i)
     tiled[i] = ckpt[static_cast<size_t>(tile16_data_src(format, static_cast<long long>(i), runs))];
@@ -80,23 +89,26 @@ void check_fp8_gather(int format) {
         q[i] = p[0] | p[1] << 8 | p[2] << 16 | static_cast<unsigned>(p[3]) << 24;
       }
       unsigned lo[2], hi[2];
-      wgmma_fp8_gather(q, t, lo, hi);
+      if (split) wgmma_8bit_gather<true>(q, t, lo, hi);
+      else wgmma_8bit_gather<false>(q, t, lo, hi);
       for (int c = 0; c < 4; ++c) {
         const long long k0 = 32 * u + 16 * (c / 2) + (c % 2 ? 8 : 0) + 2 * t;
         for (int h = 0; h < 2; ++h) {
           const unsigned word = h == 0 ? lo[c / 2] : hi[c / 2];
           const long long row = g + 8 * h;
-          const unsigned first = (word >> (8 * (c % 2))) & 0xFFu, second = (word >> (8 * (c % 2) + 16)) & 0xFFu;
-          EXPECT_EQ(first, ckpt[static_cast<size_t>(row * k + k0)]) << "run " << u << " lane " << lane << " pair " << c;
-          EXPECT_EQ(second, ckpt[static_cast<size_t>(row * k + k0 + 1)]) << "run " << u << " lane " << lane << " pair " << c;
+          const int b0 = split ? 8 * (c % 2) : 16 * (c % 2), b1 = split ? b0 + 16 : b0 + 8;  // bit offsets
+          const unsigned first = (word >> b0) & 0xFFu, second = (word >> b1) & 0xFFu;
+          EXPECT_EQ(first, ckpt[elem(row, k0)]) << "run " << u << " lane " << lane << " pair " << c;
+          EXPECT_EQ(second, ckpt[elem(row, k0 + 1)]) << "run " << u << " lane " << lane << " pair " << c;
         }
       }
     }
 }
 
 TEST(WgmmaFragments, Fp8GatherGivesTheAFragmentPairs) {
-  for (int f : {kFmtFp8Tensor, kFmtFp8Channel, kFmtFp8Block, kFmtMxfp8}) check_fp8_gather(f);
+  for (int f : {kFmtFp8Tensor, kFmtFp8Channel, kFmtFp8Block, kFmtMxfp8}) check_8bit_gather(f);
 }
+TEST(WgmmaFragments, Q8_0GatherGivesTheAFragmentPairs) { check_8bit_gather(kFmtQ8_0); }
 TEST(WgmmaFragments, Mxfp4GatherGivesTheAFragmentPairs) { check_fp4_gather(kFmtMxfp4); }
 
 // NVFP4's scales in the gather order: a lane's pairs of K step s lie in 16-element group s of the run,

@@ -63,14 +63,15 @@ def test_linear_cuda_matches_the_cpu_kernel(rng, fmt):
                 check_against_cpu(y.view(m, n), want, abs_sum, f"{fmt}/{layout}/functional")
 
 
-@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "f16"])  # BF16 x
-def test_prefill_cuda_matches_the_cpu_kernel(rng, fmt):
-    # M > 16 on tile16 weights of a prefill format: one launch of the wgmma kernel (plan names say so).
+@pytest.mark.parametrize("fmt,layout", [(f, "tile16") for f in FORMATS if f != "f16"] + [("bf16", "checkpoint")])  # BF16 x
+def test_prefill_cuda_matches_the_cpu_kernel(rng, fmt, layout):
+    # M > 16 on tile16 weights of a prefill format, or BF16 rows as stored (the dense variant): one
+    # launch of the wgmma kernel (plan names say so).
     n, k = 272, 512
     w_cpu, exact = oracle_weight(rng, fmt, n, k)
     w = b12x.linear.pack_weight(w_cpu.weight.to(DEV), None if w_cpu.weight_scale is None else
-                                w_cpu.weight_scale.to(DEV), w_cpu.tensor_scale, format=fmt, layout="tile16")
-    served = torch.ops.b12x.linear_plan(fmt, n, k, "tile16", torch.bfloat16, torch.float32, None, 300, DEV)
+                                w_cpu.weight_scale.to(DEV), w_cpu.tensor_scale, format=fmt, layout=layout)
+    served = torch.ops.b12x.linear_plan(fmt, n, k, layout, torch.bfloat16, torch.float32, None, 300, DEV)
     assert any("prefill.wgmma_tile16" in s for s in served), served
     for m in (17, 300):
         x = torch.from_numpy(rng.uniform(-4, 4, (m, k)).astype(np.float32)).to(torch.bfloat16)
@@ -78,7 +79,7 @@ def test_prefill_cuda_matches_the_cpu_kernel(rng, fmt):
         abs_sum = x.float().abs() @ torch.from_numpy(np.abs(exact)).float().T
         out = poisoned((m, n), torch.float32, DEV)
         b12x.linear.mm_out(x.to(DEV), w, out)
-        check_against_cpu(out, want, abs_sum, f"{fmt}/tile16/prefill/M={m}")
+        check_against_cpu(out, want, abs_sum, f"{fmt}/{layout}/prefill/M={m}")
 
 
 def test_gpu_pack_is_byte_identical_to_the_host(rng):

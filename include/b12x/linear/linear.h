@@ -24,8 +24,9 @@
 // The prefill path (M > 16 tokens, sm_90a): wgmma_tile16 (src/linear/kernels/wgmma_tile16.cuh), a
 // warp-specialised wgmma GEMM on tile16 weights: the weight rows are the MMA's M side, decoded
 // exactly into register fragments in the main loop; x and the weight's chunks arrive by TMA. It serves the formats of
-// prefill_supports (every tile16 format: the decode mma path's and IQ2); max_tokens > 16 with
-// checkpoint-layout weights throws Unsupported.
+// prefill_supports (every tile16 format: the decode mma path's and IQ2; and BF16 / F16 weights of
+// x's type in the checkpoint layout, whose rows the TMA loads for wgmma to read from shared memory);
+// max_tokens > 16 with other checkpoint-layout weights throws Unsupported.
 // Quantized activations (caps.act = fp8_tensor / fp8_token / fp8_block, issue 6; sm_90a): x is
 // quantized to E4M3 exactly as quantize_activations (linear/reference.h) does, and wgmma_fp8
 // (src/linear/kernels/wgmma_fp8.cuh) multiplies it with fp8_tensor / fp8_channel / fp8_block weights
@@ -138,8 +139,9 @@ bool tile16_supports(Format format, DType act_dtype);
 // Q8_0's, fp8_block's, (F16 x) MXFP4's and MXFP8's, and those other CTAs' MXFP8 scales, multiply
 // FP32 partial sums per 32 K (fp8_block: 64 K), at most 128 tokens per CTA. IQ2_XXS / IQ2_XS too
 // (tile16 only): the grid magnitudes come from a codebook in shared memory, the sub-block scales
-// multiply the partial sums per 32 K (IQ2_XS: per 16 K).
-bool prefill_supports(Format format, DType act_dtype);
+// multiply the partial sums per 32 K (IQ2_XS: per 16 K). layout checkpoint: BF16 / F16 weights of
+// x's type only (their preferred layout), no decode at all.
+bool prefill_supports(Format format, DType act_dtype, WeightLayout layout = WeightLayout::tile16);
 
 // The layout to prepare a weight in for the fastest decode path, as measured on the H200
 // (docs/perf/README.md): tile16 for the formats tile16_supports, except 16-bit weights (their
@@ -170,7 +172,7 @@ struct PlanPath {
   dim3 grid, block;
   size_t smem_bytes = 0;           // dynamic shared memory
   int rows_per_warp = 0;           // gemv only; kernel arguments fixed by the plan
-  int ksplit = 1;
+  int ksplit = 1;                  // decode: warps per tile; fp8, prefill: the most K splits of any M
   int tokens_per_cta = 0;          // prefill (grid.x = ceil(M / tokens_per_cta) at run time) and fp8
   int cluster = 1;                 // prefill: CTAs per thread-block cluster along grid.y (2: x multicast)
 };
@@ -182,8 +184,11 @@ struct Plan {
   std::optional<quantize::Plan> quantize;
   // mxfp8 / nvfp4 activations: the decode of the quantized x to BF16 run() launches next.
   std::optional<dequant::Plan> act_decode;
-  int sm_count = 0;       // fp8 paths: the persistent grid and the split-K choice
-  ScratchLayout scratch;  // empty for a16; fp8: quantized x and its scales, split-K partials
+  int sm_count = 0;       // fp8 paths: the persistent grid; fp8 and prefill paths: the split-K choice
+  // fp8: quantized x and its scales, split-K partials; mxfp8 / nvfp4 x: its quantized and decoded
+  // copies; prefill paths that split K (few CTAs: small M x N): their partial tiles and counters;
+  // otherwise empty.
+  ScratchLayout scratch;
   size_t scratch_bytes() const { return scratch.bytes(); }
   // The path serving m live tokens (1 <= m <= caps.max_tokens), else BadArgument naming 'x'.
   const PlanPath& path_for(int64_t m) const;
@@ -205,7 +210,8 @@ struct Binding {
   alignas(64) unsigned char w_map[128] = {};
   alignas(64) unsigned char s_map[128] = {};
   alignas(64) unsigned char split_x_map[128] = {};  // prefill split paths: x's map for the second instance
-  // fp8 paths: the quantization launch (16/32-bit x), the operands the GEMM reads, split-K buffers.
+  // fp8 paths: the quantization launch (16/32-bit x), the operands the GEMM reads; fp8 and prefill
+  // paths: the split-K buffers (views into the scratch).
   quantize::Binding quant;
   const void* xq = nullptr;
   const float* xq_scale = nullptr;
@@ -234,6 +240,11 @@ std::vector<KernelSpec> kernel_specs(const Caps& caps);
 // and mma (the formats it serves x token tiles of 8 / 16 x activation x output dtypes); the bias is
 // a launch argument, and so is its dtype: it needs no configuration of its own.
 std::vector<KernelSpec> all_kernel_specs();
+
+// The scratch layout plan() gives a plan with these paths (plan_path of every bucket; what bind
+// carves and run uses): quantized / decoded x for fp8 / mxfp8 / nvfp4 activations, the split-K
+// partial tiles and counters of prefill and fp8 paths that split K. Needs no GPU.
+ScratchLayout plan_scratch(const Caps& caps, const std::vector<PlanPath>& paths, int sm_count);
 
 Plan plan(const Caps& caps, cudaStream_t stream = nullptr);
 // bias: an empty TensorView when the plan has no bias. x_scale (quantized activations only, device

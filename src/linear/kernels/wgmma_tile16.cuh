@@ -120,16 +120,20 @@ B12X_DEV void wgmma_fp4_gather(const unsigned (&q)[8], int t, unsigned& lo, unsi
   hi = byte_perm(byte_perm(q[1], q[3], sel), byte_perm(q[5], q[7], sel), 0x5410u);
 }
 
-// FP8 weights (tile16_fp8_split: a word's elements 0, 1, 2, 3 in bytes 0, 2, 1, 3): lane t's A pairs
-// of one run without a quad transpose. q: its quad's 64 bytes of the run's chunk, lane 4g + c's slot
-// in words 4c .. 4c+3 (row g's elements 0-3, 4-7, then row g + 8's). Lane c's elements 2t, 2t + 1
-// are bytes h, h + 2 (h = t % 2) of its word t / 2 of each row; gathered as [c0 h, c1 h, c0 h+2,
-// c1 h+2] they are again a split word, holding pair c0 in bytes 0 / 2 and c1 in 1 / 3. lo[i] (row g)
-// / hi[i] (row g + 8) hold pairs 2i and 2i + 1: e4m3x2_pack_split(lo[c / 2], c % 2) is wgmma's pair c.
-// tests/linear/test_wgmma_fragments.cpp checks it against tile16_data_src.
-B12X_DEV void wgmma_fp8_gather(const unsigned (&q)[16], int t, unsigned (&lo)[2], unsigned (&hi)[2]) {
+// 8-bit weights: lane t's A pairs of one run without a quad transpose. q: its quad's 64 bytes of the
+// run's chunk, lane 4g + c's slot in words 4c .. 4c+3 (row g's elements 0-3, 4-7, then row g + 8's).
+// kSplitOrder (FP8, tile16_fp8_split: a word's elements 0, 1, 2, 3 in bytes 0, 2, 1, 3): lane c's
+// elements 2t, 2t + 1 are bytes h, h + 2 (h = t % 2) of its word t / 2 of each row; gathered as
+// [c0 h, c1 h, c0 h+2, c1 h+2] they are again a split word, holding pair c0 in bytes 0 / 2 and c1 in
+// 1 / 3. Natural order (Q8_0's int8): they are bytes 2h, 2h + 1, gathered as [c0 2h, c0 2h+1, c1 2h,
+// c1 2h+1]: pair c0 in bytes 0 / 1, c1 in 2 / 3. lo[i] (row g) / hi[i] (row g + 8) hold pairs 2i and
+// 2i + 1: e4m3x2_pack_split / i8x2_pack(lo[c / 2], c % 2) is wgmma's pair c.
+// tests/linear/test_wgmma_fragments.cpp checks both against tile16_data_src.
+template <bool kSplitOrder>
+B12X_DEV void wgmma_8bit_gather(const unsigned (&q)[16], int t, unsigned (&lo)[2], unsigned (&hi)[2]) {
   const unsigned h = static_cast<unsigned>(t & 1);
-  const unsigned sel = h | (4 + h) << 4 | (h + 2) << 8 | (6 + h) << 12;
+  const unsigned sel = kSplitOrder ? (h | (4 + h) << 4 | (h + 2) << 8 | (6 + h) << 12)
+                                   : (2 * h | (2 * h + 1) << 4 | (4 + 2 * h) << 8 | (5 + 2 * h) << 12);
   const bool second = (t & 2) != 0;  // word 1 of each row
   unsigned rg[4], rh[4];
   for (int c = 0; c < 4; ++c) rg[c] = second ? q[4 * c + 1] : q[4 * c], rh[c] = second ? q[4 * c + 3] : q[4 * c + 2];
@@ -170,6 +174,8 @@ constexpr int wgmma_stages(int format, int bn) {
 // over all banks); it reuses the ring.
 constexpr int kWgOutStride = kWgRows + 4;
 constexpr int wgmma_out_bytes(int bn) { return bn * kWgOutStride * 4; }
+// Split-K: FP32 partial sums of one (tile, split): kBN tokens x 128 rows, token-major.
+constexpr long long wgmma_partial_floats(int bn) { return static_cast<long long>(bn) * kWgRows; }
 // The ring, or the output staging where that is larger (the CPU tests show it never is).
 constexpr int wgmma_ring_bytes(int format, int bn) {
   return wgmma_stages(format, bn) * wgmma_stage_bytes(format, bn) > wgmma_out_bytes(bn)
@@ -231,6 +237,14 @@ struct BoolTag {
   static constexpr bool value = kValue;
 };
 
+// Both operands from shared memory (descriptors).
+template <int kBN, int kT>
+B12X_DEV void wgmma_ss(float (&acc)[kBN / 2], unsigned long long a_desc, unsigned long long b_desc) {
+  if constexpr (kBN == 256) wgmma_ss_n256<kT>(acc, a_desc, b_desc);
+  else if constexpr (kBN == 128) wgmma_ss_n128<kT>(acc, a_desc, b_desc);
+  else wgmma_ss_n64<kT>(acc, a_desc, b_desc);
+}
+
 // kAccumulate = false: acc = A . B (the old values are not read).
 template <int kBN, int kT, bool kAccumulate = true>
 B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned long long desc) {
@@ -249,21 +263,32 @@ B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned l
 // {chunk / 4, 2, 8}, no swizzle, zeros outside; s_map unused where tile16_scale_chunk_bytes is 0);
 // scale: the tile16 weight's scale (read directly by the MXFP8 split check and fp8_block / fp8_channel;
 // n % 16 == 0, 16-byte aligned); y [m, n] 16-byte aligned rows.
-// grid = (ceil(m / kBN), ceil(n / 128)), launched with cluster (1, kCluster, 1); dynamic shared
+// splits (split-K, grid.z; kCluster 1 and kSplitNone only when > 1): CTA z takes the 64-K stages
+// [z * S / splits, (z + 1) * S / splits) of S = ceil(k / 64) and writes its FP32 tile to partials
+// (wgmma_partial_floats(kBN) per (tile, split), tile = blockIdx.y * gridDim.x + blockIdx.x); the
+// last CTA of a tile to count itself in counters[tile] (zeroed before the launch) sums the tile's
+// partials in split order (deterministic) and writes y.
+// grid = (ceil(m / kBN), ceil(n / 128), splits), launched with cluster (1, kCluster, 1); dynamic shared
 // memory wgmma_smem_bytes(kFormat, kBN).
-template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone, int kCluster = 1>
+// kDense (BF16 / F16 weights of x's type in their checkpoint layout, [n, k] rows): w_map is the
+// weight as a 2-D map (box {64 K, 128 rows}, 128-byte swizzle, zeros outside) and the wgmma take
+// both operands from shared memory: no decode.
+template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone, int kCluster = 1, int kDense = 0>
 __global__ void __launch_bounds__(device::kWgThreads, 1)
     linear_wgmma_tile16_kernel(const __grid_constant__ device::TmaMap x_map, const __grid_constant__ device::TmaMap w_map,
                                const __grid_constant__ device::TmaMap s_map,
                                const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale,
                                const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
-                               int m, long long n, long long k) {
+                               int m, long long n, long long k, int splits, float* __restrict__ partials,
+                               unsigned* __restrict__ counters) {
   using namespace device;
   static_assert(wgmma_supports(kFormat, kAct), "format not served by the prefill kernel");
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "tokens per CTA: 64, 128 or 256");
   static_assert(kBN <= (kSplit == kSplitNone ? wgmma_max_tokens_per_cta(kFormat, kAct) : wgmma_split_max_tokens(kSplit)),
                 "promoted formats: at most 128 tokens per CTA");
   static_assert(kSplit == kSplitNone || wgmma_split_scales(kFormat, kAct), "split instances: MXFP8 with BF16 x");
+  static_assert(!kDense || (kFormat == kFmtBf16 && kAct == kActBf16) || (kFormat == kFmtF16 && kAct == kActF16),
+                "dense weights: BF16 / F16 of x's type");
   static_assert(kCluster == 1 || (kCluster == 2 && kSplit == kSplitNone),
                 "clusters of 1 or 2 CTAs; split instances pick their CTAs one by one");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -282,10 +307,9 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   // Promotion groups per stage: the stage (fp8_block), its two runs, or its four k16 steps (IQ2_XS).
   constexpr int kGroups = kStageScaled ? 1 : kHalfScaled ? 4 : 2;
   constexpr bool kIq2 = tile16_iq2(kFormat);
-  // FP4 and the split-order FP8 formats: the lane gathers wgmma's pairs from its quad's bytes (no
-  // quad transpose). Not MXFP8's promoted instances: the FP8 gather's 64 bytes per run and lane spill
-  // there (84 bytes, F32 out) next to the second accumulator set.
-  constexpr bool kGather = kFormat == kFmtNvfp4 || kFormat == kFmtMxfp4 || (tile16_fp8_split(kFormat) && !kRunScaled);
+  // FP4 and the 8-bit formats (FP8, Q8_0): the lane gathers wgmma's pairs from its quad's bytes (no
+  // quad transpose).
+  constexpr bool kGather = kFormat == kFmtNvfp4 || kFormat == kFmtMxfp4 || tile16_fp8_split(kFormat) || kFormat == kFmtQ8_0;
   static_assert(kS >= 2, "ring of at least two stages");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
@@ -296,7 +320,10 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   auto empty = [&](int s) { return bars + 8u * (kS + s); };
 
   const long long runs = k >> 5;
-  const int kblocks = static_cast<int>((runs + 1) >> 1);
+  // This CTA's stages: K stage kb0 + kb for kb in [0, kblocks) (split-K: a share of them).
+  const int all_blocks = static_cast<int>((runs + 1) >> 1), split = static_cast<int>(blockIdx.z);
+  const int kb0 = static_cast<int>(static_cast<long long>(split) * all_blocks / splits);
+  const int kblocks = static_cast<int>(static_cast<long long>(split + 1) * all_blocks / splits) - kb0;
   const int m0 = static_cast<int>(blockIdx.x) * kBN;
   const long long tile0 = static_cast<long long>(blockIdx.y) * (kWgRows / 16);
   const long long tiles_left = (n >> 4) - tile0;
@@ -324,16 +351,19 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         unsigned char* st = ring + s * kStage;
         // Whole boxes: the zeros TMA writes past K (an odd run count) and past N count too.
         mbar_arrive_expect_tx(full(s), kXBytes + (kWgRows / 16) * (wgmma_tile_w_bytes(kFormat) + wgmma_tile_s_bytes(kFormat)));
-        tma_load_2d_shared<kCluster>(smem_u32(st), &x_map, kWgStageK * kb, m0, kBN, 2 * kWgStageK, full(s), rank);
-        if constexpr (kIq2) {  // block kb / 4, its runs 2j, 2j + 1 (32-bit elements of the chunk; see wgmma_tile_w_bytes)
-          const int b = kb >> 2, j = kb & 3;
+        const int ks = kb0 + kb;  // the K stage
+        tma_load_2d_shared<kCluster>(smem_u32(st), &x_map, kWgStageK * ks, m0, kBN, 2 * kWgStageK, full(s), rank);
+        if constexpr (kDense) {  // rows tile0 * 16 .. + 127, K of the stage (the box's 128-byte rows)
+          tma_load_2d(smem_u32(st + kWOff), &w_map, kWgStageK * ks, static_cast<int>(tile0 * 16), full(s));
+        } else if constexpr (kIq2) {  // block ks / 4, its runs 2j, 2j + 1 (32-bit elements of the chunk; see wgmma_tile_w_bytes)
+          const int b = ks >> 2, j = ks & 3;
           tma_load_3d(smem_u32(st + kWOff), &w_map, 8 + 64 * j, b, static_cast<int>(tile0), full(s));
           tma_load_3d(smem_u32(st + kSOff), &s_map, 0, b, static_cast<int>(tile0), full(s));
           if constexpr (kHalfScaled)
             tma_load_3d(smem_u32(st + kSOff + 256), &s_map, 264 + 8 * j, b, static_cast<int>(tile0), full(s));
         } else {
-          tma_load_3d(smem_u32(st + kWOff), &w_map, 0, 2 * kb, static_cast<int>(tile0), full(s));
-          if constexpr (kSC > 0) tma_load_3d(smem_u32(st + kSOff), &s_map, 0, 2 * kb, static_cast<int>(tile0), full(s));
+          tma_load_3d(smem_u32(st + kWOff), &w_map, 0, 2 * ks, static_cast<int>(tile0), full(s));
+          if constexpr (kSC > 0) tma_load_3d(smem_u32(st + kSOff), &s_map, 0, 2 * ks, static_cast<int>(tile0), full(s));
         }
       }
     }
@@ -367,6 +397,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   auto load_stage = [&](int kb, unsigned (&a)[2][2][4], float (&rs)[4][2]) {
     const int s = kb % kS;
     mbar_wait(full(s), (kb / kS) & 1);
+    if constexpr (kDense) return;  // the wgmma read the weight from shared memory
     const unsigned char* st = ring + s * kStage;
     const unsigned char* w = st + kWOff + T * 2 * kC;
     const unsigned char* sc = st + kSOff + T * 2 * kSC;
@@ -411,10 +442,10 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
           const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16);
           wgmma_fp4_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w}, t, lo[0], hi[0]);
         } else if constexpr (kGather) {
-          // FP8: quad g's 64 bytes (wgmma_fp8_gather); pairs in the same order as FP4's.
+          // FP8 / Q8_0: quad g's 64 bytes (wgmma_8bit_gather); pairs in the same order as FP4's.
           const unsigned q = smem_u32(w + u * kC + 64 * g);
           const U32x4 q0 = lds_u32x4(q), q1 = lds_u32x4(q + 16), q2 = lds_u32x4(q + 32), q3 = lds_u32x4(q + 48);
-          wgmma_fp8_gather({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w, q3.x, q3.y, q3.z, q3.w},
+          wgmma_8bit_gather<tile16_fp8_split(kFormat)>({q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w, q3.x, q3.y, q3.z, q3.w},
                            t, lo, hi);
         } else {
           if constexpr (kWords == 4) {
@@ -480,10 +511,17 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     const unsigned x_addr = smem_u32(ring + (kb % kS) * kStage);
     wgmma_fence_regs(acc);
     wgmma_fence();
+    // Dense: the warpgroup's 64 weight rows of the stage's box (64 rows x 128 bytes further per
+    // consumer warpgroup), the same K-major 128-byte-swizzled layout as x's.
+    const unsigned w_addr = smem_u32(ring + (kb % kS) * kStage + kWOff) + 64 * 128 * cw;
     B12X_UNROLL
     for (int u = 0; u < 2; ++u)
       B12X_UNROLL
-      for (int ks = 0; ks < 2; ++ks) wgmma_rs<kBN, kT>(acc, a[u][ks], wgmma_desc_sw128(x_addr + 32 * (2 * u + ks)));
+      for (int ks = 0; ks < 2; ++ks) {
+        const unsigned long long b = wgmma_desc_sw128(x_addr + 32 * (2 * u + ks));
+        if constexpr (kDense) wgmma_ss<kBN, kT>(acc, wgmma_desc_sw128(w_addr + 32 * (2 * u + ks)), b);
+        else wgmma_rs<kBN, kT>(acc, a[u][ks], b);
+      }
     wgmma_commit();
     wgmma_fence_regs(acc);
   };
@@ -519,9 +557,11 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     // Promotion: per scale group, wgmma into a partial set (the first one overwriting it), wait,
     // acc += scale(row) * part, with the next subgroup's wgmma in flight.
     const long long scale_cols = (k + 127) >> 7;  // fp8_block: [ceil(N / 128), ceil(K / 128)] FP32
-    // fp8_block: the CTA's 128 rows are block row blockIdx.y; stage kb lies in K block kb / 2.
+    // fp8_block: the CTA's 128 rows are block row blockIdx.y; its stage kb (K stage kb0 + kb) lies in
+    // K block (kb0 + kb) / 2.
     auto stage_scale = [&](int kb) {
-      return kStageScaled ? ld_f32(scale + 4 * (static_cast<long long>(blockIdx.y) * scale_cols + (kb >> 1))) : 0.0f;
+      return kStageScaled ? ld_f32(scale + 4 * (static_cast<long long>(blockIdx.y) * scale_cols + ((kb0 + kb) >> 1)))
+                          : 0.0f;
     };
     // Subgroups: group gi's wgmma (its k16 steps 2 u + ks: all four, run gi's two, or step gi alone)
     // over one 64-token half h of the CTA's tokens, into a 32-register partial set; subgroup j of a
@@ -640,11 +680,41 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   }
   named_barrier(1, 256);
 
+  const int ctid = static_cast<int>(threadIdx.x) - 128;
+  if (splits > 1) {  // this split's FP32 tile out; the tile's last CTA sums them all into `out`
+    __shared__ int last_flag;
+    const long long tile_id = static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x;
+    float* const all = partials + tile_id * splits * wgmma_partial_floats(kBN);
+    constexpr int kQuads = kBN * kWgRows / 4;  // float4 pieces: token tok's rows 4q .. 4q+3
+    float4* mine = reinterpret_cast<float4*>(all + static_cast<long long>(split) * wgmma_partial_floats(kBN));
+    for (int i = ctid; i < kQuads; i += 256) {
+      const int tok = i / (kWgRows / 4), q = i - tok * (kWgRows / 4);
+      const float* o = out + tok * kOS + 4 * q;
+      __stcg(mine + i, make_float4(o[0], o[1], o[2], o[3]));
+    }
+    __threadfence();
+    named_barrier(1, 256);
+    if (ctid == 0) last_flag = atomicAdd(counters + tile_id, 1u) == static_cast<unsigned>(splits - 1);
+    named_barrier(1, 256);
+    if (!last_flag) return;
+    __threadfence();
+    for (int i = ctid; i < kQuads; i += 256) {
+      const int tok = i / (kWgRows / 4), q = i - tok * (kWgRows / 4);
+      float4 sum = __ldcg(reinterpret_cast<const float4*>(all) + i);
+      for (int z = 1; z < splits; ++z) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(all + static_cast<long long>(z) * wgmma_partial_floats(kBN)) + i);
+        sum.x = add_rn(sum.x, v.x), sum.y = add_rn(sum.y, v.y), sum.z = add_rn(sum.z, v.z), sum.w = add_rn(sum.w, v.w);
+      }
+      float* o = out + tok * kOS + 4 * q;
+      o[0] = sum.x, o[1] = sum.y, o[2] = sum.z, o[3] = sum.w;
+    }
+    named_barrier(1, 256);
+  }
+
   // 16-byte pieces of y rows: kE outputs each.
   constexpr int kE = kOut == kOutF32 ? 4 : 8;
   constexpr int kPieces = kWgRows / kE;  // per token row
   const long long n0 = tile0 * 16;
-  const int ctid = static_cast<int>(threadIdx.x) - 128;
   const float tensor_scale = linear_tensor_scale<kFormat>(scale2, act_scale);
   for (int i = ctid; i < kBN * kPieces; i += 256) {
     const int tok = i / kPieces, piece = i - tok * kPieces;
@@ -666,6 +736,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   cluster_exit_sync<kCluster>();
 #else
   (void)x_map, (void)w_map, (void)s_map, (void)scale, (void)scale2, (void)act_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
+  (void)splits, (void)partials, (void)counters;
 #endif
 }
 
