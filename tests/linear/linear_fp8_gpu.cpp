@@ -132,6 +132,31 @@ TEST_F(LinearFp8Gpu, EveryModeDtypeAndTokenCountMatchesReference) {
     }
 }
 
+// The promoted main loop has a pipelined pair loop and two tails (an odd or an even last block):
+// every unit length from 1 to 5 K blocks, whole and split (M = 1 splits K across few tiles), for
+// each tile size.
+TEST_F(LinearFp8Gpu, EveryShortBlockCountMatchesReference) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (ActMode act : {ActMode::fp8_tensor, ActMode::fp8_token, ActMode::fp8_block})
+    for (int blocks = 1; blocks <= 5; ++blocks) {
+      // fp8_block: whole 128-K blocks; the others: a partial last one.
+      const int64_t n = 300, k = act == ActMode::fp8_block ? 128 * blocks : 128 * blocks - 32;
+      const linear::Caps caps = fp8_caps(act, n, k, 129, DType::bf16, DType::f32, false);
+      const linear::Plan plan = linear::plan(caps);
+      const PackedWeight p = test::random_weight(caps.format, n, k, rng, test::kLinearDraw);
+      const DeviceWeight w(p);
+      QuantizedLinearRunner runner(plan);
+      for (int64_t m : {1, 40, 129}) {
+        const HostTensor x = random_x(rng, DType::bf16, m, k);
+        const float s = static_scale(x);
+        const std::vector<uint8_t> y = runner.run(x, s, w, nullptr);
+        expect_close(y, DType::f32, quantized_reference(x, p, act, s, nullptr), label(caps, m) + " via " + plan.path_for(m).name);
+      }
+    }
+}
+
 TEST_F(LinearFp8Gpu, OneHotActivationsGiveEveryWeightByteExactly) {
   // x = e_k (the E4M3 code of 1.0, scale 1): y[t, n] = W[n, k_t] * weight_scale, one product, exact
   // in FP32 and equal to the reference bit for bit. Token t picks k_t = t, so every (n, k) is read once.
