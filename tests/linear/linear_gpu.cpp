@@ -708,6 +708,29 @@ TEST_F(LinearGpu, PrefillSplitKMatchesReference) {
   }
 }
 
+// fp8_block at 128 tokens per CTA promotes once per 128-K block (two stages): K with an odd stage
+// count (a last block of one stage, whole or with one run), split-K ranges in whole blocks (an odd
+// block count), and 64-token CTAs (promoted per stage) against the reference.
+TEST_F(LinearGpu, PrefillFp8BlockPromotesPerBlockForEveryStageCount) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int64_t k : {4096 + 64, 4096 + 96, 4096 + 32, 2048 + 128}) {
+    linear::Caps caps = make_caps(Format::fp8_block, 384, k, 300, DType::bf16, DType::f32, true, DType::bf16);
+    caps.layout = WeightLayout::tile16;
+    const linear::Plan plan = linear::plan(caps);
+    const PackedWeight p = random_weight(caps.format, caps.n, caps.k, rng);
+    const DeviceWeight w = device_weight(p, WeightLayout::tile16);
+    const HostTensor bias = random_tensor(rng, DType::bf16, {caps.n});
+    for (int64_t m : {17, 129, 300}) {
+      const std::string& name = plan.path_for(m).name;
+      const HostTensor x = random_tensor(rng, DType::bf16, {m, caps.k});
+      expect_matches_reference(run_on_device(plan, x, w, &bias), caps.out_dtype, x.view(), p, bias.view(),
+                               label(caps, m) + " via " + name);
+    }
+  }
+}
+
 // Split-K inside a CUDA graph: the counters' memset and the launch are captured; replays with new x
 // contents give the new results.
 TEST_F(LinearGpu, PrefillSplitKGraphReplaysChangedX) {

@@ -321,9 +321,13 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
 
   const long long runs = k >> 5;
   // This CTA's stages: K stage kb0 + kb for kb in [0, kblocks) (split-K: a share of them).
+  // fp8_block (one scale per two stages) splits in whole 128-K blocks: every CTA starts at an even stage.
+  constexpr int kAlign = kStageScaled ? 2 : 1;
   const int all_blocks = static_cast<int>((runs + 1) >> 1), split = static_cast<int>(blockIdx.z);
-  const int kb0 = static_cast<int>(static_cast<long long>(split) * all_blocks / splits);
-  const int kblocks = static_cast<int>(static_cast<long long>(split + 1) * all_blocks / splits) - kb0;
+  const int split_units = (all_blocks + kAlign - 1) / kAlign;
+  const int kb0 = kAlign * static_cast<int>(static_cast<long long>(split) * split_units / splits);
+  const int kb_end = kAlign * static_cast<int>(static_cast<long long>(split + 1) * split_units / splits);
+  const int kblocks = (kb_end < all_blocks ? kb_end : all_blocks) - kb0;
   const int m0 = static_cast<int>(blockIdx.x) * kBN;
   const long long tile0 = static_cast<long long>(blockIdx.y) * (kWgRows / 16);
   const long long tiles_left = (n >> 4) - tile0;
@@ -569,8 +573,13 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     // subgroup is issued before this one is promoted: the warpgroup's tensor work never waits for
     // its own FMAs (at 128 tokens the halves cost the registers one n128 set did).
     constexpr int kHalves = kBN / 64, kSub = kGroups * kHalves;
+    constexpr bool kBlockPromote = kStageScaled && kHalves == 2;  // see the main loop
     static_assert(kHalves == 1 || kHalves == 2, "promoted formats: 64 or 128 tokens per CTA");
-    auto issue_sub = [&](int kb, int j, const unsigned (&a)[2][2][4], float (&part)[32]) {
+    // overwrite (a compile-time tag): the first wgmma ignores the set's old values (scale-d 0), else
+    // all of them add onto the set (fp8_block's odd stages, below).
+    constexpr BoolTag<true> fresh;
+    constexpr BoolTag<false> onto;
+    auto issue_sub = [&](int kb, int j, const unsigned (&a)[2][2][4], float (&part)[32], auto overwrite) {
       const int gi = j / kHalves, h = j % kHalves;
       // Token rows 64 h ..: 64 rows of 128 bytes further (whole 1024-byte swizzle atoms).
       const unsigned x_addr = smem_u32(ring + (kb % kS) * kStage) + 64 * 128 * h;
@@ -579,7 +588,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
       B12X_UNROLL
       for (int q = 0; q < kSteps; ++q) {
         const int step = kSteps * gi + q, u = step >> 1, ks = step & 1;
-        if (q == 0) wgmma_rs<64, kT, false>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * step));
+        if (decltype(overwrite)::value && q == 0) wgmma_rs<64, kT, false>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * step));
         else wgmma_rs<64, kT>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * step));
       }
       wgmma_commit();
@@ -611,11 +620,11 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
       B12X_UNROLL
       for (int j = 0; j < kSub; ++j) {
         if (j + 1 < kSub) {
-          issue_sub(kb, j + 1, a, (j + 1) % 2 ? po : pe);
+          issue_sub(kb, j + 1, a, (j + 1) % 2 ? po : pe, fresh);
           wgmma_wait<1>();
         } else if constexpr (decltype(next)::value) {
           load_stage(kb + 1, an, rsn);  // decoded while this subgroup runs
-          issue_sub(kb + 1, 0, an, (j + 1) % 2 ? po : pe);
+          issue_sub(kb + 1, 0, an, (j + 1) % 2 ? po : pe, fresh);
           wgmma_wait<1>();
         } else {
           wgmma_wait<0>();
@@ -633,17 +642,60 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
       else run_stage(next, kb, a1, rs1, a0, rs0, part0, part1);
     };
     load_stage(0, a0, rs0);
-    issue_sub(0, 0, a0, part0);
+    issue_sub(0, 0, a0, part0, fresh);
     int kb = 0;
-    for (; kb + 2 < kblocks; kb += 2) {  // stage pairs with a stage after them
-      run_stage(more, kb, a0, rs0, a1, rs1, part0, part1);
-      run_odd_stage(more, kb + 1);
-    }
-    if (kb + 1 < kblocks) {  // the last two stages
-      run_stage(more, kb, a0, rs0, a1, rs1, part0, part1);
-      run_odd_stage(last, kb + 1);
-    } else {  // the last stage
-      run_stage(last, kb, a0, rs0, a1, rs1, part0, part1);
+    if constexpr (kBlockPromote) {
+      // fp8_block at 128 tokens: one scale per 128-K block (two stages, the first even), so a
+      // block's halves sum both stages (the even stage's first wgmma overwrites the set, the odd
+      // stage's add onto it) and are promoted once per block: half the FMAs of a promotion per
+      // stage. Half h's set: part0 (h = 0) or part1.
+      // The even stage (its half 0 in flight): half 1, then the odd stage decoded and its half 0
+      // issued onto part0. Nothing to promote yet: no wait; run_odd releases the stage.
+      auto run_even = [&](int ke) {
+        issue_sub(ke, 1, a0, part1, fresh);
+        load_stage(ke + 1, a1, rs1);
+        issue_sub(ke + 1, 0, a1, part0, onto);
+      };
+      // The odd stage: half 1 onto part1; once half 0 is done (and with it the even stage), part0
+      // is promoted and the even stage released; then (next) the next block's even stage decoded
+      // and its half 0 issued, and part1 promoted.
+      auto run_odd = [&](auto next, int ko) {
+        const float bs = stage_scale(ko);
+        issue_sub(ko, 1, a1, part1, onto);
+        wgmma_wait<1>();
+        release(ko - 1);
+        promote(0, bs, rs1, part0);
+        if constexpr (decltype(next)::value) {
+          load_stage(ko + 1, a0, rs0);
+          issue_sub(ko + 1, 0, a0, part0, fresh);
+          wgmma_wait<1>();
+        } else {
+          wgmma_wait<0>();
+        }
+        promote(1, bs, rs1, part1);
+        release(ko);
+      };
+      for (; kb + 2 < kblocks; kb += 2) {  // blocks with a stage after them
+        run_even(kb);
+        run_odd(more, kb + 1);
+      }
+      if (kb + 1 < kblocks) {  // the last block
+        run_even(kb);
+        run_odd(last, kb + 1);
+      } else {  // a last block of one stage (K % 128 == 64): promoted as a stage
+        run_stage(last, kb, a0, rs0, a1, rs1, part0, part1);
+      }
+    } else {
+      for (; kb + 2 < kblocks; kb += 2) {  // stage pairs with a stage after them
+        run_stage(more, kb, a0, rs0, a1, rs1, part0, part1);
+        run_odd_stage(more, kb + 1);
+      }
+      if (kb + 1 < kblocks) {  // the last two stages
+        run_stage(more, kb, a0, rs0, a1, rs1, part0, part1);
+        run_odd_stage(last, kb + 1);
+      } else {  // the last stage
+        run_stage(last, kb, a0, rs0, a1, rs1, part0, part1);
+      }
     }
   } else {
     plain_loop();
