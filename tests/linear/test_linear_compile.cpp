@@ -415,6 +415,33 @@ TEST(LinearCompile, PrefillSplitsKWhereItsCtasLeaveSmsIdle) {
   EXPECT_EQ(linear::plan_path(caps, 64, 132).ksplit, 4);
 }
 
+// The prefill kernel's split-K stage ranges: consecutive, covering every stage once, each split
+// non-empty wherever the plan may split (>= 8 stages a split), and for fp8_block (align 2) starting
+// at even stages, so that a 128-K block's two stages meet in one CTA; align 1 is the plain share.
+TEST(LinearCompile, PrefillSplitStageRangesPartitionKInWholeBlocks) {
+  for (int align : {1, 2})
+    for (int stages = 1; stages <= 200; ++stages)
+      for (int splits = 1; splits <= 8; ++splits) {
+        SCOPED_TRACE("align " + std::to_string(align) + " stages " + std::to_string(stages) + " splits " +
+                     std::to_string(splits));
+        int next = 0;
+        for (int z = 0; z < splits; ++z) {
+          const dev::WgmmaStageRange r = dev::wgmma_split_stages(z, splits, stages, align);
+          EXPECT_EQ(r.begin, next);
+          EXPECT_EQ(r.begin % align, 0);
+          EXPECT_LE(r.begin, r.end);
+          if (stages >= 8 * splits) {
+            EXPECT_LT(r.begin, r.end);
+          }
+          if (align == 1) {
+            EXPECT_EQ(r.begin, static_cast<int>(static_cast<long long>(z) * stages / splits));
+          }
+          next = r.end;
+        }
+        EXPECT_EQ(next, stages);
+      }
+}
+
 TEST(LinearCompile, Tile16WeightsUseTheTile16KernelAtEveryTokenCount) {
   for (const auto& info : all_formats())
     for (DType act : {DType::bf16, DType::f16}) {

@@ -109,6 +109,19 @@ constexpr int wgmma_max_tokens_per_cta(int format, int act) { return wgmma_promo
 // (its own grid), the promote instance 128.
 constexpr int wgmma_split_max_tokens(int split) { return split == kSplitFold ? 256 : 128; }
 
+// Split z of `splits` (split-K, grid.z) takes the CTA's K stages [begin, end) of `stages`; align 2
+// (fp8_block: one scale per two stages) splits in whole pairs, so every split starts at an even
+// stage. tests/linear/test_linear_compile.cpp checks the partition.
+struct WgmmaStageRange {
+  int begin, end;
+};
+B12X_DEV WgmmaStageRange wgmma_split_stages(int z, int splits, int stages, int align) {
+  const int units = (stages + align - 1) / align;
+  const int b = align * static_cast<int>(static_cast<long long>(z) * units / splits);
+  const int e = align * static_cast<int>(static_cast<long long>(z + 1) * units / splits);
+  return {b, e < stages ? e : stages};
+}
+
 // FP4 weights: lane t's A pairs of one run without a quad transpose. q: its quad's 32 bytes of the
 // run's tile16 chunk (lanes 4g .. 4g+3, each row g's word then row g + 8's: words 2c, 2c + 1 are lane
 // 4g + c's). Byte t of lane c's word holds elements 8c + 2t and 8c + 2t + 1 (low, high nibble); they
@@ -322,12 +335,9 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   const long long runs = k >> 5;
   // This CTA's stages: K stage kb0 + kb for kb in [0, kblocks) (split-K: a share of them).
   // fp8_block (one scale per two stages) splits in whole 128-K blocks: every CTA starts at an even stage.
-  constexpr int kAlign = kStageScaled ? 2 : 1;
   const int all_blocks = static_cast<int>((runs + 1) >> 1), split = static_cast<int>(blockIdx.z);
-  const int split_units = (all_blocks + kAlign - 1) / kAlign;
-  const int kb0 = kAlign * static_cast<int>(static_cast<long long>(split) * split_units / splits);
-  const int kb_end = kAlign * static_cast<int>(static_cast<long long>(split + 1) * split_units / splits);
-  const int kblocks = (kb_end < all_blocks ? kb_end : all_blocks) - kb0;
+  const WgmmaStageRange range = wgmma_split_stages(split, splits, all_blocks, kStageScaled ? 2 : 1);
+  const int kb0 = range.begin, kblocks = range.end - range.begin;
   const int m0 = static_cast<int>(blockIdx.x) * kBN;
   const long long tile0 = static_cast<long long>(blockIdx.y) * (kWgRows / 16);
   const long long tiles_left = (n >> 4) - tile0;
