@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run the GPU tests (label `gpu`), run them again under
-# compute-sanitizer (memcheck, racecheck), then the benchmarks when they exist. Logs go to $OUT
-# (or ./gpu-out) so they come back with the call. Usage: scripts/gpu-check.sh [--no-sanitizer]
+# compute-sanitizer (memcheck, racecheck), then the benchmarks when they exist. Logs come back
+# packed in $OUT (or ./gpu-out)/gpu-check.tgz. Usage: scripts/gpu-check.sh [--no-sanitizer]
 # Env: BENCH_SUITES (default quick), BENCH_FILTER (a --filter regex), GPU_TEST_FILTER (ctest -R),
-# BUILD_TARGETS (space-separated; default: everything), B12X_TORCH (AUTO: build the torch extension
+# BUILD_TARGETS (space-separated; default: everything), DEADLINE_S (below), B12X_TORCH (AUTO: build the torch extension
 # and run its GPU tests when python3 there imports torch); googletest's own GTEST_FILTER narrows the
 # C++ GPU test binaries (e.g. GTEST_FILTER='LinearFp8Gpu.*' with GPU_TEST_FILTER=gpu.linear); BENCH_COMPARE_ENV
 # (e.g. "B12X_CLUSTERS=1") runs the same benchmarks a second time with those variables set, rows in
@@ -13,10 +13,25 @@
 # (bench-base.csv), then the table base -> this tree: an A/B of two commits on one machine in one
 # call. BENCH_SHAPES (MxNxK,...) replaces the suites' default shapes in every bench run. Python test packages the machine lacks
 # travel as wheels in .whl (carry it): gguf, for tests/oracle.py.
+# The device call returns at most 8 files from $OUT: the logs are written to a work folder and
+# packed into $OUT/gpu-check.tgz at the end (also when a `timeout` stops the script), with the
+# bench CSVs copied beside it. CTest's LastTest.log travels in the archive.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out="${OUT:-$PWD/gpu-out}"
-mkdir -p "$out"
+dest="${OUT:-$PWD/gpu-out}"
+out="$(mktemp -d /tmp/gpu-check.XXXXXX)"
+mkdir -p "$dest"
+pack() {
+  cp build-gpu/Testing/Temporary/LastTest.log "$out/" 2>/dev/null
+  tar czf "$dest/gpu-check.tgz" -C "$out" . 2>/dev/null
+  cp "$out"/*.csv "$dest/" 2>/dev/null
+  true
+}
+trap pack EXIT
+# DEADLINE_S (seconds from the start): the tests, sanitizer runs and benches each get what is left, so
+# the script ends (and packs) inside a device call's limit; unset: no limit.
+start_s=$SECONDS
+left() { if [[ -n "${DEADLINE_S:-}" ]]; then local l=$((DEADLINE_S - (SECONDS - start_s))); echo $((l > 1 ? l : 1)); else echo 86400; fi; }
 export B12X_CACHE_DIR="${B12X_CACHE_DIR:-/tmp/b12x-cache}"
 sanitize=1
 [[ "${1:-}" == "--no-sanitizer" ]] && sanitize=0
@@ -47,7 +62,7 @@ cmake --build build-gpu -j "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} 
 echo "built"
 
 step "gpu tests"
-ctest --test-dir build-gpu -L gpu ${GPU_TEST_FILTER:+-R "$GPU_TEST_FILTER"} --output-on-failure 2>&1 | tee "$out/gpu-tests.log" | tail -40
+timeout "$(left)" ctest --test-dir build-gpu -L gpu ${GPU_TEST_FILTER:+-R "$GPU_TEST_FILTER"} --output-on-failure 2>&1 | tee "$out/gpu-tests.log" | tail -40
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 
 if ((sanitize)); then
@@ -56,7 +71,7 @@ if ((sanitize)); then
     for tool in ${SANITIZER_TOOLS:-memcheck}; do
       step "compute-sanitizer --tool $tool $(basename "$bin")"
       # The sanitizers slow kernels ~100x: leave out the exhaustive and large cases there.
-      timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin" --gtest_brief=1 \
+      t=$(left); timeout $((t < 240 ? t : 240)) compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin" --gtest_brief=1 \
         --gtest_filter='-*AllFloats*:*Large*:*EveryCode*:*Exhaustive*' >/tmp/sanitizer.log 2>&1
       rc=$?
       # One file for every binary and tool: the device call returns at most 8 files.
@@ -70,12 +85,12 @@ fi
 if [[ -x build-gpu/b12x ]] && build-gpu/b12x bench --help >/dev/null 2>&1; then
   if [[ -n "${BENCH_BASE:-}" && -x build-base/b12x ]]; then
     step "bench of $BENCH_BASE"
-    build-base/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} \
+    timeout "$(left)" build-base/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} \
       ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"} --csv "$out/bench-base.csv" 2>&1 | tee "$out/bench-base.log" | tail -40
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
   fi
   step "bench"
-  build-gpu/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} \
+  timeout "$(left)" build-gpu/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} \
     ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"} --json "$out/bench.json" --csv "$out/bench.csv" --plot "$out/bench.png" 2>&1 \
     | tee "$out/bench.log" | tail -70
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
@@ -85,7 +100,7 @@ if [[ -x build-gpu/b12x ]] && build-gpu/b12x bench --help >/dev/null 2>&1; then
   fi
   if [[ -n "${BENCH_COMPARE_ENV:-}" ]]; then
     step "bench with $BENCH_COMPARE_ENV"
-    env $BENCH_COMPARE_ENV build-gpu/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} \
+    timeout "$(left)" env $BENCH_COMPARE_ENV build-gpu/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} \
       ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"} --csv "$out/bench-compare.csv" 2>&1 | tee "$out/bench-compare.log" | tail -70
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
     step "A/B: unset -> $BENCH_COMPARE_ENV"
