@@ -5,8 +5,9 @@
 // plan for M's token bucket. Larger M runs the prefill kernel (one launch, plan for the power of two
 // >= M, so a handful of plans serve every prompt length) where it serves the weight
 // (linear::prefill_supports: tile16 weights, and 16-bit weights of x's type as stored); otherwise
-// as ceil(M / 16) launches of the 16-token path, each streaming the whole weight. fp8_tensor / fp8_token / fp8_block (BF16/FP16/FP32 x): the quantize
-// kernel, then the FP8 GEMM (wgmma_fp8), from one plan for the power of two >= M. mxfp8 / nvfp4
+// as ceil(M / 16) launches of the 16-token path, each streaming the whole weight. fp8_tensor /
+// fp8_token / fp8_block (BF16/FP16/FP32 x): the quantize kernel, then the FP8 GEMM (wgmma_fp8),
+// from one plan for the power of two >= M. mxfp8 / nvfp4
 // (BF16/FP16/FP32 x): the quantize kernel, the decode of x to BF16, then the 16-bit path of BF16 x
 // (one plan for the power of two >= M where the prefill kernel serves the weight, else pieces of 16).
 // Plans are made once per (weight shape and format, dtypes, bias, token bucket, device) and kept for
