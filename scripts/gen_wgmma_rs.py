@@ -4,15 +4,24 @@
 # 0 overwrites it) and one for the accumulator operands (argument: the constraint, "+f"), so the
 # four statements differ only in those.
 out = []
-for n in (64, 128, 256):
+
+
+def instruction_head(n, macro, setp):
+    """The instruction macro's first lines: the scale-d predicate, the opcode, D's N / 2 operands."""
     regs = n // 2
     dl = [", ".join(f"%{i}" for i in range(s, min(s + 16, regs))) for s in range(0, regs, 16)]
-    out.append(f"#define B12X_WGMMA_RS_N{n}(TYPE, SCALE_D)                                      \\")
-    out.append('  "{\\n.reg .pred p;\\nsetp.ne.b32 p, " SCALE_D ", 0;\\n"                            \\')
+    out.append(macro)
+    out.append(setp)
     out.append(f'  "wgmma.mma_async.sync.aligned.m64n{n}k16.f32." TYPE "." TYPE " {{"                \\')
     for j, p in enumerate(dl):
         sep = ", " if j + 1 < len(dl) else ""
         out.append(f'  "{p}{sep}" \\')
+
+
+for n in (64, 128, 256):
+    regs = n // 2
+    instruction_head(n, f"#define B12X_WGMMA_RS_N{n}(TYPE, SCALE_D)                                      \\",
+                     '  "{\\n.reg .pred p;\\nsetp.ne.b32 p, " SCALE_D ", 0;\\n"                            \\')
     out.append(f'  "}}, {{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1, 0;\\n}}\\n"')
     ops = [", ".join(f'C(d[{i}])' for i in range(s, min(s + 8, regs))) for s in range(0, regs, 8)]
     out.append(f"#define B12X_WGMMA_ACC_N{n}(C) \\")
@@ -44,13 +53,8 @@ for n in (64, 128, 256):
 # 16-bit weights (checkpoint layout, loaded by TMA with the 128-byte swizzle).
 for n in (64, 128, 256):
     regs = n // 2
-    dl = [", ".join(f"%{i}" for i in range(s, min(s + 16, regs))) for s in range(0, regs, 16)]
-    out.append(f"#define B12X_WGMMA_SS_N{n}(TYPE)                                                \\")
-    out.append('  "{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"                                      \\')
-    out.append(f'  "wgmma.mma_async.sync.aligned.m64n{n}k16.f32." TYPE "." TYPE " {{"                \\')
-    for j, p in enumerate(dl):
-        sep = ", " if j + 1 < len(dl) else ""
-        out.append(f'  "{p}{sep}" \\')
+    instruction_head(n, f"#define B12X_WGMMA_SS_N{n}(TYPE)                                                \\",
+                     '  "{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"                                      \\')
     out.append(f'  "}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"')
     out.append("")
     out.append(f"// D[64 x {n}] += A[64 x 16] (shared, descriptor) . B[16 x {n}] (shared, descriptor), FP32 accumulators.")

@@ -144,7 +144,11 @@ int prefill_splits(int64_t tiles, int64_t stages, int sm_count) {
   return best;
 }
 
+// The caps a plan's prefill paths were made for: the 16-bit inner caps when x is mxfp8 / nvfp4.
+Caps prefill_caps(const Caps& caps) { return act16::serves(caps.act) ? act16::inner_caps(caps) : caps; }
+
 // The split-K of a prefill path at M tokens (1: the path never splits: CTA pairs, split instances).
+// caps: prefill_caps of the plan's.
 int prefill_path_splits(const Caps& caps, const PlanPath& p, int64_t m, int sm_count) {
   if (p.cluster > 1 || !p.split_spec.kernel.empty()) return 1;
   const int64_t tiles = (m + p.tokens_per_cta - 1) / p.tokens_per_cta * static_cast<int64_t>(p.grid.y);
@@ -554,7 +558,7 @@ bool prefill_splits_k(const std::vector<PlanPath>& paths) {
 // The prefill paths' split-K buffers, sized for the most any live M asks: "linear.prefill_partials"
 // (FP32 partial tiles) and "linear.prefill_counters" (one per tile, zeroed by run()).
 void add_prefill_scratch(const Caps& caps, const std::vector<PlanPath>& paths, int sm_count, ScratchLayout& l) {
-  const Caps& inner = act16::serves(caps.act) ? act16::inner_caps(caps) : caps;
+  const Caps inner = prefill_caps(caps);
   int64_t floats = 0, counters = 0;
   for (const PlanPath& p : paths) {
     if (p.kind != PathKind::prefill || p.ksplit == 1) continue;
@@ -719,9 +723,7 @@ void run(const Binding& binding, cudaStream_t stream) {
     void* s_map = const_cast<unsigned char*>(binding.s_map);
     const dim3 grid(static_cast<unsigned>((binding.m + path.tokens_per_cta - 1) / path.tokens_per_cta), path.grid.y);
     // Split-K at this M (at most path.ksplit, which sized the scratch): the tiles' counters zeroed first.
-    int splits = path.ksplit > 1 ? prefill_path_splits(p.caps.act == ActMode::a16 ? p.caps : act16::inner_caps(p.caps),
-                                                        path, binding.m, p.sm_count)
-                                 : 1;
+    int splits = path.ksplit > 1 ? prefill_path_splits(prefill_caps(p.caps), path, binding.m, p.sm_count) : 1;
     float* partials = binding.partials;
     unsigned* counters = binding.counters;
     if (splits > 1)

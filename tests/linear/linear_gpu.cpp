@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <tuple>
@@ -731,6 +732,31 @@ TEST_F(LinearGpu, PrefillFp8BlockPromotesPerBlockForEveryStageCount) {
   }
 }
 
+// Captures run(b) into a CUDA graph once, then per x: uploads it into dx (the bound activations),
+// poisons y and replays; every replay's F32 y must match the reference (no bias).
+void expect_graph_replays_match(const linear::Binding& b, DeviceTensor& dx, DeviceBuffer& y,
+                                std::initializer_list<const HostTensor*> xs, const PackedWeight& p,
+                                const std::string& what) {
+  cudaStream_t stream;
+  B12X_CUDA_CHECK(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  B12X_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  linear::run(b, stream);
+  B12X_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  B12X_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (const HostTensor* x : xs) {
+    B12X_CUDA_CHECK(cudaMemcpy(dx.view.data, x->view().data, x->nbytes(), cudaMemcpyHostToDevice));
+    y.fill(0xFF);
+    B12X_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_matches_reference(y.download(), DType::f32, x->view(), p, TensorView{}, "graph replay " + what);
+  }
+  B12X_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  B12X_CUDA_CHECK(cudaGraphDestroy(graph));
+  B12X_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
 // Split-K inside a CUDA graph: the counters' memset and the launch are captured; replays with new x
 // contents give the new results.
 TEST_F(LinearGpu, PrefillSplitKGraphReplaysChangedX) {
@@ -750,24 +776,8 @@ TEST_F(LinearGpu, PrefillSplitKGraphReplaysChangedX) {
   const test::DeviceScratch scratch(plan.scratch_bytes());
   const linear::Binding b = linear::bind(plan, scratch.scratch, dx.view, w.view, TensorView{},
                                          TensorView(y.get(), DType::f32, {m, caps.n}, this_device()));
-  cudaStream_t stream;
-  B12X_CUDA_CHECK(cudaStreamCreate(&stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  B12X_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  linear::run(b, stream);
-  B12X_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  B12X_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (const HostTensor* x : {&x1, &x2, &x1}) {  // x1 twice: the counters start from zero every replay
-    B12X_CUDA_CHECK(cudaMemcpy(dx.view.data, x->view().data, x->nbytes(), cudaMemcpyHostToDevice));
-    y.fill(0xFF);
-    B12X_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
-    expect_matches_reference(y.download(), DType::f32, x->view(), p, TensorView{}, "graph replay " + label(caps, m));
-  }
-  B12X_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  B12X_CUDA_CHECK(cudaGraphDestroy(graph));
-  B12X_CUDA_CHECK(cudaStreamDestroy(stream));
+  // x1 twice: the counters start from zero every replay.
+  expect_graph_replays_match(b, dx, y, {&x1, &x2, &x1}, p, label(caps, m));
 }
 
 // BF16 / F16 weights of x's type in their checkpoint layout (the dense variant: the weight rows by
@@ -823,24 +833,7 @@ TEST_F(LinearGpu, PrefillGraphCaptureReplaysChangedX) {
   y.fill(0xFF);
   const linear::Binding b = linear::bind(plan, Scratch{}, dx.view, w.view, TensorView{},
                                          TensorView(y.get(), DType::f32, {m, caps.n}, this_device()));
-  cudaStream_t stream;
-  B12X_CUDA_CHECK(cudaStreamCreate(&stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  B12X_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  linear::run(b, stream);
-  B12X_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  B12X_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (const HostTensor* x : {&x1, &x2}) {
-    B12X_CUDA_CHECK(cudaMemcpy(dx.view.data, x->view().data, x->nbytes(), cudaMemcpyHostToDevice));
-    y.fill(0xFF);
-    B12X_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
-    expect_matches_reference(y.download(), DType::f32, x->view(), p, TensorView{}, "graph replay " + label(caps, m));
-  }
-  B12X_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  B12X_CUDA_CHECK(cudaGraphDestroy(graph));
-  B12X_CUDA_CHECK(cudaStreamDestroy(stream));
+  expect_graph_replays_match(b, dx, y, {&x1, &x2}, p, label(caps, m));
 }
 
 TEST_F(LinearGpu, EveryActivationAndOutputDtype) {
