@@ -1,5 +1,5 @@
 # Writes src/device/wgmma_fp8.cuh, the FP8 (E4M3 x E4M3) wgmma wrappers with both operands in shared
-# memory (descriptors), N = 16 .. 256:
+# memory (descriptors), N = 16 .. 256, and with A in registers for N = 128:
 #   python3 scripts/gen_wgmma_fp8.py > src/device/wgmma_fp8.cuh
 # Per N one macro for the instruction text and one for the accumulator operands (N / 2 a thread).
 NS = (16, 32, 64, 128, 256)
@@ -42,6 +42,36 @@ for n in NS:
     out.append("}")
     out.append(f"#undef B12X_WGMMA_FP8_N{n}")
     out.append(f"#undef B12X_WGMMA_FP8_ACC_N{n}")
+    out.append("")
+# A from registers (four .b32 of four E4M3 each: CuTe's ALayout_64x32, the mma.m16n8k32 A layout
+# per warp: a0 = row g, k 4t..4t+3; a1 = row g + 8; a2, a3 = the same at k + 16), N = 128: the
+# promoted 256-token tiles run two of these per k32 on one A fragment (token halves).
+for n in (128,):
+    regs = n // 2
+    dl = [", ".join(f"%{i}" for i in range(s, min(s + 16, regs))) for s in range(0, regs, 16)]
+    out.append(f"#define B12X_WGMMA_FP8_RS_N{n}                                                    \\")
+    out.append(f'  "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"                             \\')
+    out.append(f'  "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{"                     \\')
+    for j, p_ in enumerate(dl):
+        sep = ", " if j + 1 < len(dl) else ""
+        out.append(f'  "{p_}{sep}" \\')
+    out.append(f'  "}}, {{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1;\\n}}\\n"')
+    ops = [", ".join(f'"+f"(d[{i}])' for i in range(s, min(s + 8, regs))) for s in range(0, regs, 8)]
+    out.append(f"#define B12X_WGMMA_FP8_RS_ACC_N{n} \\")
+    for j, p_ in enumerate(ops):
+        out.append("  " + p_ + (", \\" if j + 1 < len(ops) else ""))
+    out.append("")
+    out.append(f"B12X_DEV void wgmma_fp8_rs_n{n}(float (&d)[{regs}], const unsigned (&a)[4], unsigned long long b_desc,")
+    out.append(f"                              int accumulate) {{")
+    out.append("#if defined(__CUDA_ARCH__)")
+    out.append(f'  asm volatile(B12X_WGMMA_FP8_RS_N{n} : B12X_WGMMA_FP8_RS_ACC_N{n} : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),')
+    out.append(f'               "l"(b_desc), "r"(accumulate));')
+    out.append("#else")
+    out.append("  (void)d, (void)a, (void)b_desc, (void)accumulate;")
+    out.append("#endif")
+    out.append("}")
+    out.append(f"#undef B12X_WGMMA_FP8_RS_N{n}")
+    out.append(f"#undef B12X_WGMMA_FP8_RS_ACC_N{n}")
     out.append("")
 out += [
     "// The instruction for kN tokens (16, 32, 64, 128 or 256).",

@@ -20,6 +20,14 @@ B12X_DEV unsigned lds_u32(unsigned addr) {
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
   return v;
 }
+// ldmatrix.x4 (8x8 matrices of 16-bit elements): lanes 8j .. 8j + 7 give the 16-byte rows of
+// matrix j, and r[j] gets row lane / 4, bytes 4 (lane % 4) .. + 3 of it: for 8-bit data exactly the
+// mma.m16n8k32 / wgmma k32 A fragment when the matrices are (rows 0-7, 8-15) x (k 0-15, 16-31).
+B12X_DEV void ldsm_x4(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
 B12X_DEV unsigned lds_u16(unsigned addr) {
   unsigned short v;
   asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(addr));

@@ -127,13 +127,13 @@ void validate(const Caps& caps) {
     B12X_CHECK_ARG(caps.k % 128 == 0, "k", "K (in_features) must be a multiple of 128 for fp8_block activations "
                    "(their 1x128 groups), got K = ", caps.k);
   // The kernel's unit index is 32-bit: tiles x splits at max_tokens.
-  const int widest = device::fp8_max_tokens_per_tile(caps.fast_accum);
+  const int widest = device::kF8MaxTokensPerTile;
   B12X_CHECK_ARG(ceil_div(caps.max_tokens, widest) * w_blocks(caps) * kMaxSplits <= std::numeric_limits<int32_t>::max(),
                  "max_tokens", "M x N = ", caps.max_tokens, " x ", caps.n, " is too large for one launch");
 }
 
 std::vector<std::pair<int64_t, int>> buckets(const Caps& caps, int sm_count) {
-  return tile_buckets({{16, 16}, {32, 32}, {64, 64}, {128, 128}}, device::fp8_max_tokens_per_tile(caps.fast_accum),
+  return tile_buckets({{16, 16}, {32, 32}, {64, 64}, {128, 128}}, device::kF8MaxTokensPerTile,
                       w_blocks(caps), sm_count, caps.max_tokens);
 }
 

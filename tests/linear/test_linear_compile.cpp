@@ -135,11 +135,11 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   // every unsplit one (47 per out) also as a cluster of two CTAs (x multicast); dense BF16 / F16
   // weights of x's type in the checkpoint layout: 64 / 128 / 256, alone and paired (12 per out).
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
-  // wgmma_fp8 (quantized activations): promoted: 3 modes x 4 token tiles (16 .. 128); fast_accum:
+  // wgmma_fp8 (quantized activations): promoted: 3 modes x 5 token tiles (16 .. 256); fast_accum:
   // fp8_tensor and fp8_token x 5 (16 .. 256); x 3 out, sm_90a only; fp8_tensor / fp8_token tiles of
-  // 128 and 256 tokens also as clusters of two (2 promoted + 4 fast).
+  // 128 and 256 tokens also as clusters of two (4 promoted + 4 fast).
   EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 +
-                              (9 * 3 + 11 * 2 + 3 + 47 + 2 * 3 * 2) * 3 + (3 * 4 + 2 * 5 + 6) * 3);
+                              (9 * 3 + 11 * 2 + 3 + 47 + 2 * 3 * 2) * 3 + (3 * 5 + 2 * 5 + 8) * 3);
   std::set<std::string> names;
   size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, clustered = 0, fp8 = 0;
   for (const auto& s : specs) {
@@ -184,7 +184,7 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   }
   EXPECT_EQ(prefill, (9u * 3 + 11 * 2 + 3 + 47 + 2 * 3 * 2) * 3);
   EXPECT_EQ(clustered, (47u + 2 * 3) * 3);
-  EXPECT_EQ(fp8, (3u * 4 + 2 * 5 + 6) * 3);
+  EXPECT_EQ(fp8, (3u * 5 + 2 * 5 + 8) * 3);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
   EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
   EXPECT_EQ(iq2, 2u * 2 * 2 * 3);

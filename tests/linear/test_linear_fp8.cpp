@@ -59,9 +59,10 @@ TEST(LinearFp8, PathsTileTheTokensAndFitSharedMemory) {
     tops.push_back(p.max_tokens);
     tiles.push_back(p.tokens_per_cta);
   }
-  // Promoted accumulation (the default): at most 128 tokens per tile (acc + part registers).
+  // Promoted accumulation (the default): 256-token tiles past 128 tokens (promoted over token
+  // halves; N = 28672 leaves no SM idle).
   EXPECT_EQ(tops, (std::vector<int64_t>{16, 16, 32, 32, 64, 64, 128, 128, 4096, 4096}));
-  EXPECT_EQ(tiles, (std::vector<int>{16, 16, 32, 32, 64, 64, 128, 128, 128, 128}));
+  EXPECT_EQ(tiles, (std::vector<int>{16, 16, 32, 32, 64, 64, 128, 128, 256, 256}));
   // With B12X_CLUSTERS=1, tiles of 128+ tokens run as clusters of two CTAs sharing x (224 row blocks
   // pair up): a grid of whole clusters; narrower tiles (split K) and fp8_block alone.
   EXPECT_EQ(linear::plan_path(caps, 4096, 132).cluster, 1);
@@ -77,7 +78,7 @@ TEST(LinearFp8, PathsTileTheTokensAndFitSharedMemory) {
   EXPECT_EQ(linear::plan_path(fp8_caps(ActMode::fp8_tensor, 28672 + 128, 8192, 4096), 4096, 132).cluster, 1);
   const linear::Caps block = fp8_caps(ActMode::fp8_block, 28672, 8192, 4096);
   EXPECT_EQ(linear::plan_path(block, 4096, 132).cluster, 1);
-  EXPECT_EQ(linear::plan_path(block, 4096, 132).tokens_per_cta, 128);
+  EXPECT_EQ(linear::plan_path(block, 4096, 132).tokens_per_cta, 256);
   EXPECT_EQ(linear::plan_path(block, 129, 132).max_tokens, 4096);
   // fast_accum: 256-token tiles, 128 while they would leave SMs idle (N = 4096: 32 row tiles, M <= 1024).
   linear::Caps fast = fp8_caps(ActMode::fp8_tensor, 28672, 8192, 4096);
@@ -87,8 +88,8 @@ TEST(LinearFp8, PathsTileTheTokensAndFitSharedMemory) {
   fast.n = 4096;
   EXPECT_EQ(linear::plan_path(fast, 1024, 132).tokens_per_cta, 128);
   EXPECT_EQ(linear::plan_path(fast, 1025, 132).tokens_per_cta, 256);
-  // One spec per distinct path, plus the quantize kernel when the op quantizes x.
-  EXPECT_EQ(linear::kernel_specs(caps).size(), 5u);
+  // One spec per distinct path (16 .. 256 tokens), plus the quantize kernel when the op quantizes x.
+  EXPECT_EQ(linear::kernel_specs(caps).size(), 6u);
   EXPECT_EQ(linear::kernel_specs(caps).back().kernel, "quantize.activations");
   EXPECT_EQ(linear::kernel_specs(fp8_caps(ActMode::fp8_token, 28672, 8192, 16, DType::f8_e4m3)).size(), 1u);
   // Every tile's ring fits the opt-in shared memory with at least 4 stages.
@@ -100,8 +101,12 @@ TEST(LinearFp8, PathsTileTheTokensAndFitSharedMemory) {
         EXPECT_LE(device::fp8_smem_bytes(mode, bn), 227 * 1024) << mode << " " << bn;
         EXPECT_EQ(device::fp8_stage_bytes(mode, bn) % 1024, 0);
       }
-  EXPECT_FALSE(device::fp8_valid_config(device::kFp8Tensor, 256, false));
+  EXPECT_TRUE(device::fp8_valid_config(device::kFp8Tensor, 256, false));  // promoted over token halves
+  EXPECT_TRUE(device::fp8_valid_config(device::kFp8Block, 256, false));
   EXPECT_TRUE(device::fp8_valid_config(device::kFp8Tensor, 256, true));
+  EXPECT_TRUE(device::fp8_promotes_halves(256, false));
+  EXPECT_FALSE(device::fp8_promotes_halves(256, true));
+  EXPECT_FALSE(device::fp8_promotes_halves(128, false));
   EXPECT_FALSE(device::fp8_valid_config(device::kFp8Block, 128, true));
   EXPECT_FALSE(device::fp8_valid_config(device::kFp8Tensor, 48, false));
 }
@@ -185,7 +190,7 @@ TEST(LinearFp8, PreferredLayoutAndPrewarmFollowTheActivationMode) {
   PrewarmItem item{"linear", "fp8_block", 4096, 8192, {1, 4096}, "f32", "bf16", "checkpoint", "fp8_block"};
   std::set<std::string> kernels;  // what plan(max_tokens = 1) and plan(max_tokens = 4096) resolve
   for (const KernelSpec& s : prewarm_specs(item)) kernels.insert(s.describe());
-  EXPECT_EQ(kernels.size(), 5u);  // tiles of 16, 32, 64 and 128 tokens, and the quantize kernel
+  EXPECT_EQ(kernels.size(), 6u);  // tiles of 16, 32, 64, 128 and 256 tokens, and the quantize kernel
   for (int bn : {16, 32, 64, 128})
     EXPECT_EQ(kernels.count(detail::concat("linear.wgmma_fp8{act=fp8_block, tokens_per_tile=", bn, ", out=f32, accum=promoted}")),
               1u) << bn;

@@ -10,10 +10,13 @@
 // K = 2048 when one accumulator runs over all of K; docs/LINEAR_FP8.md). So by default (kFast false)
 // every 128-K block is summed by the tensor cores into a zeroed set and promoted into the FP32
 // accumulator by the CUDA cores, DeepSeek-style: acc += part (kFp8Block: acc += (sw * sx[token]) *
-// part). Two part sets alternate, so the next block's wgmma run while a block is promoted; that
-// caps the tile at 128 tokens (acc + 2 parts = 3 x 64 registers). kFast (fp8_tensor / fp8_token
-// only, the caller's choice, like cuBLASLt's FAST_ACCUM) keeps one tensor-core accumulator over K
-// and tiles of up to 256 tokens.
+// part). Up to 128 tokens two part sets alternate, so the next block's wgmma run while a block is
+// promoted (acc + 2 parts = 3 x 64 registers). 256-token tiles (kHalves) keep one 64-register set
+// over half the tokens: the block's W fragments are loaded into registers once (ldmatrix) and feed
+// two m64n128 wgmma halves, each promoted when done, so shared memory carries what an n256 wgmma
+// would (a 128-token tile's reads and writes per FMA would cap the tensor cores at ~80%: NOTES.md).
+// kFast (fp8_tensor / fp8_token only, the caller's choice, like cuBLASLt's FAST_ACCUM) keeps one
+// tensor-core accumulator over K.
 //
 // Orientation: like the a16 prefill kernel, Y^T[N, M] = W[N, K] . X[M, K]^T: the weight rows are the
 // MMA's M side (64 per consumer warpgroup, 128 per tile) and the tokens its N side (kBN = 16 .. 256
@@ -61,15 +64,18 @@ constexpr int kF8StageK = 128;     // K per stage: one 128-byte swizzle row of e
 constexpr int kF8MaxStages = 8;
 constexpr int kF8SmemBudget = 227 * 1024;  // sm_90's dynamic shared-memory limit per block
 
-// Token tiles a configuration may take: promotion keeps two more FP32 sets of kBN / 2 registers,
-// which fit the consumers' 232 registers up to 128 tokens. fp8_block is always promoted.
-constexpr int fp8_max_tokens_per_tile(bool fast) { return fast ? 256 : 128; }
+// Token tiles: 16 .. 256, promoted or not (fp8_block is always promoted). Promoted tiles of up to
+// 128 tokens keep two more FP32 sets of kBN / 2 registers; 256-token tiles one set over half the
+// tokens (fp8_promotes_halves), within the consumers' 232 registers.
+constexpr int kF8MaxTokensPerTile = 256;
+// Promoted 256-token tiles: per 128-K block the stage's A (W) fragments are loaded into registers
+// once and serve two m64n128 halves of the tokens, each summed into one part set and promoted.
+constexpr bool fp8_promotes_halves(int bn, bool fast) { return !fast && bn == 256; }
 // Configurations that may run in clusters of two (x multicast): wide tiles, which never split K, of
 // fp8_tensor / fp8_token (fp8_block's consumers, with the scale gather, spill 148 bytes as a pair).
 constexpr bool fp8_cluster_config(int mode, int bn) { return bn >= 128 && mode != kFp8Block; }
 constexpr bool fp8_valid_config(int mode, int bn, bool fast) {
-  return (bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 256) && bn <= fp8_max_tokens_per_tile(fast) &&
-         !(fast && mode == kFp8Block);
+  return (bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 256) && !(fast && mode == kFp8Block);
 }
 
 // A stage: the W box (128 rows x 128 bytes), the x box (kBN rows x 128 bytes), then (kFp8Block) the
@@ -115,13 +121,14 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
                             int m, int n, int k, int splits, float* __restrict__ partials,
                             unsigned* __restrict__ counters) {
   using namespace device;
-  static_assert(fp8_valid_config(kMode, kBN, kFast), "tokens per tile: 16 .. 128 (kFast: .. 256), a power of two");
+  static_assert(fp8_valid_config(kMode, kBN, kFast), "tokens per tile: 16 .. 256, a power of two");
   static_assert(kCluster == 1 || (kCluster == 2 && fp8_cluster_config(kMode, kBN)),
                 "clusters of two: fp8_tensor / fp8_token, 128 or 256 tokens per tile");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kS = fp8_stages(kMode, kBN), kStage = fp8_stage_bytes(kMode, kBN);
   constexpr int kXOff = fp8_w_bytes(), kScOff = fp8_scale_offset(kBN);
   constexpr bool kBlock = kMode == kFp8Block;
+  constexpr bool kHalves = fp8_promotes_halves(kBN, kFast);
   static_assert(kS >= 2, "ring of at least two stages");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
@@ -131,13 +138,15 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   auto empty = [&](int s) { return bars + 8u * (kS + s); };
   int* last_flag = reinterpret_cast<int*>(ring + kS * kStage + 16 * kS);
 
-  const int kblocks = (k + kF8StageK - 1) / kF8StageK;
-  const int m_blocks = (m + kBN - 1) / kBN;
-  const int tiles = m_blocks * ((n + kF8Rows - 1) / kF8Rows);
-  const int units = tiles / kCluster * splits;  // kCluster 2: pair units (splits == 1)
-  // The walk: CTA (kCluster 1) or cluster (2) `first`, + `step`, ...; rank: the CTA in its cluster.
+  // The walk: CTA (kCluster 1) or cluster (2) first(), + step(), ... over units() (kCluster 2: pair
+  // units, splits == 1); rank: the CTA in its cluster. These are recomputed from the arguments where
+  // used: values kept across the producer / consumer split spill the 256-token tiles' consumers.
+  auto kblocks = [&] { return (k + kF8StageK - 1) / kF8StageK; };
+  auto m_blocks = [&] { return (m + kBN - 1) / kBN; };
+  auto units = [&] { return m_blocks() * ((n + kF8Rows - 1) / kF8Rows) / kCluster * splits; };
+  auto first = [] { return static_cast<int>(blockIdx.x) / kCluster; };
+  auto step = [] { return static_cast<int>(gridDim.x) / kCluster; };
   const unsigned rank = kCluster > 1 ? cluster_cta_rank() : 0u;
-  const int first = static_cast<int>(blockIdx.x) / kCluster, step = static_cast<int>(gridDim.x) / kCluster;
 
   if (threadIdx.x == 0) {
     // empty: every consumer warp of the cluster (each CTA's x part lands in every CTA's slot).
@@ -152,23 +161,23 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   // A unit's tile coordinates and K-block range.
   auto unit_range = [&](int u, int& w_blk, int& m_blk, int& kb0, int& kb1) {
     const int tile = u / splits, split = u - tile * splits;
-    m_blk = tile % m_blocks;
-    w_blk = kCluster * (tile / m_blocks) + static_cast<int>(rank);
-    kb0 = static_cast<int>(static_cast<long long>(split) * kblocks / splits);
-    kb1 = static_cast<int>(static_cast<long long>(split + 1) * kblocks / splits);
+    m_blk = tile % m_blocks();
+    w_blk = kCluster * (tile / m_blocks()) + static_cast<int>(rank);
+    kb0 = static_cast<int>(static_cast<long long>(split) * kblocks() / splits);
+    kb1 = static_cast<int>(static_cast<long long>(split + 1) * kblocks() / splits);
   };
 
   if (wg == 0) {  // producer
     warpgroup_regs_dec<40>();
     const bool tma = warp == 0 && lane == 0, gather = kBlock && warp == 1;
     if (tma || gather) {
-      const int kcols = kblocks;
+      const int kcols = kblocks();
       int it = 0;
-      for (int u = first; u < units; u += step) {
+      for (int u = first(); u < units(); u += step()) {
         int w_blk, m_blk, kb0, kb1;
         unit_range(u, w_blk, m_blk, kb0, kb1);
-        // Promoted: blocks in pairs, an odd last block loaded twice (the consumers skip the copy).
-        const int kb_end = kFast ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
+        // Promoted in pairs: an odd last block loaded twice (the consumers skip the copy).
+        const int kb_end = kFast || kHalves ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
         for (int i = kb0; i < kb_end; ++i, ++it) {
           const int kb = i < kb1 ? i : kb1 - 1;
           const int s = it % kS;
@@ -181,7 +190,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
                                          full(s), rank);
           } else {  // the stage's x scales: token m_blk * kBN + i at float i (0 past m), by cp.async
             const unsigned sc = smem_u32(st + kScOff);
-            B12X_UNROLL
+#pragma unroll 4  // (fully unrolled, 256 tokens spill the producer's 40 registers)
             for (int i = lane; i < kBN; i += 32) {
               const int tok = kBN * m_blk + i;
               cp_async_4_zfill(sc + 4 * i, tok < m ? x_scale + static_cast<long long>(tok) * kcols + kb : x_scale, tok < m);
@@ -215,7 +224,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   };
 
   int it = 0;
-  for (int u = first; u < units; u += step) {
+  for (int u = first(); u < units(); u += step()) {
     int w_blk, m_blk, kb0, kb1;
     unit_range(u, w_blk, m_blk, kb0, kb1);
     float acc[kBN / 2];
@@ -245,6 +254,59 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       wgmma_wait<0>();
       wgmma_fence_regs(acc);
       release((it - 1) % kS);
+    } else if constexpr (kHalves) {
+      // 256 tokens, promoted per 128-K block over token halves: acc (128 registers) + one part set
+      // (64) + the block's A fragments (16). The fragments come from the W box by ldmatrix once and
+      // feed both halves (A from registers), so shared memory serves W once per block as an n256
+      // wgmma would; tokens 128 h .. go into part (4 k32 wgmma, one group), which is promoted into
+      // acc[64 h ..] once done. While one warpgroup promotes, the other's wgmma keep the tensor cores
+      // busy.
+      float part[64];
+      const int kcols = (k + 127) >> 7;  // sw's row of the tile's block: w_blk * kcols (read per block)
+      // This lane's ldmatrix row: matrices (rows 0-7, 8-15 of the warp's 16) x (k bytes 0-15, 16-31)
+      // of a k32 step; the W box is 128-byte rows with the 16-byte chunks swizzled by row & 7.
+      // Chunk (2 kk + hi) ^ (row & 7) = (2 kk ^ (row & 6)) + ((hi ^ row) & 1) x 16 bytes.
+      const int lrow = 64 * cw + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
+      const unsigned lbase = static_cast<unsigned>(lrow * kF8StageK + ((((lane >> 4) ^ lrow) & 1) << 4));
+      const unsigned lswz = static_cast<unsigned>(lrow & 6);
+      for (int kb = kb0; kb < kb1; ++kb, ++it) {
+        const int s = it % kS;
+        mbar_wait(full(s), (it / kS) & 1);
+        const unsigned st = smem_u32(ring + s * kStage);
+        unsigned a[kF8StageK / 32][4];
+        B12X_UNROLL
+        for (int kk = 0; kk < kF8StageK / 32; ++kk)
+          ldsm_x4(a[kk], st + lbase + (((2u * kk) ^ lswz) << 4));
+        const float sw = kBlock ? ld_f32(w_scale + (static_cast<long long>(w_blk) * kcols + kb)) : 1.0f;
+        B12X_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          wgmma_fence_regs(part);
+          wgmma_fence();
+          B12X_UNROLL
+          for (int kk = 0; kk < kF8StageK / 32; ++kk)
+            wgmma_fp8_rs_n128(part, a[kk], wgmma_desc_sw128(st + kXOff + h * 128 * kF8StageK + 32 * kk), kk > 0);
+          wgmma_commit();
+          wgmma_wait<0>();
+          wgmma_fence_regs(part);
+          if constexpr (kBlock) {
+            const float* sc = reinterpret_cast<const float*>(ring + s * kStage + kScOff) + 128 * h;
+            B12X_UNROLL
+            for (int c = 0; c < 16; ++c) {  // tokens 128 h + 8c + 2t, + 1
+              const float2 v = *reinterpret_cast<const float2*>(sc + 8 * c + 2 * t);
+              const float f0 = mul_rn(sw, v.x), f1 = mul_rn(sw, v.y);
+              float* d = acc + 64 * h + 4 * c;
+              d[0] = fma_rn(f0, part[4 * c], d[0]);
+              d[1] = fma_rn(f1, part[4 * c + 1], d[1]);
+              d[2] = fma_rn(f0, part[4 * c + 2], d[2]);
+              d[3] = fma_rn(f1, part[4 * c + 3], d[3]);
+            }
+          } else {
+            B12X_UNROLL
+            for (int i = 0; i < 64; ++i) acc[64 * h + i] = add_rn(acc[64 * h + i], part[i]);
+          }
+        }
+        release(s);
+      }
     } else {
       // Promotion per 128-K block, two blocks at a time: blocks j and j + 1 go into the zeroed sets pa
       // and pb (two commit groups); pa is added into acc (kFp8Block: times sw * sx[token]) while pb's
