@@ -298,7 +298,11 @@ TEST_F(LinearGpu, MmaGivesEveryWeightExactlyWithOneHotActivations) {
       caps.layout = layout;
       SCOPED_TRACE(layout_name(layout));
       const linear::Plan plan = linear::plan(caps);
-      const PackedWeight p = random_codes(info.format, n, k, rng);
+      PackedWeight p = random_codes(info.format, n, k, rng);
+      if (info.format == Format::mxfp8 || info.format == Format::mxfp4) {  // the subnormal scale 2^-127, surely
+        uint8_t* s = static_cast<uint8_t*>(p.scale.view().data);
+        s[0] = 0, s[p.scale.view().numel() - 1] = 0;
+      }
       const DeviceWeight w = device_weight(p, layout);
       // y[t, :] = column k0 + t of the decoded weight (times the tensor scale).
       for (int64_t m : {16, 5})
@@ -360,6 +364,36 @@ TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
       const HostTensor x = random_tensor(rng, act, {m, k});
       expect_exactly_these_rows_nan(plan, x, clean, poisoned, layout, nan_rows, -1, label(caps, m));
     }
+}
+
+// A UE8M0 NaN scale (255) makes its run's decoded weights NaN in the reference: on the decode
+// kernels exactly those rows come out NaN for every token, the others bit-identical. The tile16
+// kernel multiplies such a run as Inf and marks the row (mma_track_nan); the checkpoint kernel
+// decodes the scale as NaN. K = 352: the poisoned runs include the partial last step's.
+TEST_F(LinearGpu, MmaTurnsMxRunsWithNanScalesIntoNan) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 48, k = 352, runs = k / 32;
+  for (WeightLayout layout : {WeightLayout::checkpoint, WeightLayout::tile16})
+  for (Format f : {Format::mxfp8, Format::mxfp4})
+    for (DType act : {DType::bf16, DType::f16})
+      for (int64_t m : {1, 16}) {
+        linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
+        caps.kernel = linear::DecodeKernel::mma;
+        caps.layout = layout;
+        SCOPED_TRACE(layout_name(layout));
+        const linear::Plan plan = linear::plan(caps);
+        const PackedWeight clean = random_weight(f, n, k, rng);
+        PackedWeight poisoned = clean;  // a deep copy
+        uint8_t* s = static_cast<uint8_t*>(poisoned.scale.view().data);
+        const int64_t nan_rows[] = {2, 25, 47};
+        s[2 * runs + 0] = 0xFF;
+        s[25 * runs + 5] = 0xFF;
+        s[47 * runs + runs - 1] = 0xFF;
+        const HostTensor x = random_tensor(rng, act, {m, k});
+        expect_exactly_these_rows_nan(plan, x, clean, poisoned, layout, nan_rows, -1, label(caps, m));
+      }
 }
 
 // IQ2: a NaN or Inf FP16 d makes its block's weights NaN / Inf in the reference; the rows holding

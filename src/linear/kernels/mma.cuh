@@ -89,6 +89,26 @@ constexpr bool mma_track_e4m3_nan(int format, int act) {
          act == kActBf16;
 }
 
+// Whether the tile16 decode kernel tracks NaN rows (mma_rows_nan): E4M3 codes on the BF16 path
+// (above), and MX scales, whose NaN byte 255 it then multiplies as the FP32 Inf 2^128
+// (mma_compute_step with kTrackNan: a scale costs a shift, a mask and a max instead of two compares
+// and selects) and marks. A MX kernel without tracking converts scales with ue8m0_to_f32.
+constexpr bool mma_track_nan(int format, int act) {
+  return mma_track_e4m3_nan(format, act) || format == kFmtMxfp8 || format == kFmtMxfp4;
+}
+
+// Bit 7 of byte i is set iff byte i of w is the UE8M0 NaN code 255 (no carries leave a byte).
+B12X_DEV unsigned ue8m0_nan_bits(unsigned w) { return ((w & 0x7F7F7F7Fu) + 0x01010101u) & w; }
+
+// The UE8M0 byte e of w (bits 8 byte .. 8 byte + 7) as the FP32 2^(e - 127) for e < 255 (e = 0: the
+// subnormal 2^-127, which the max supplies), and 2^128 = Inf for e = 255 (a NaN the caller tracks).
+// (byte: a constant after unrolling, so the shift is one instruction.)
+B12X_DEV float ue8m0_byte_scale(unsigned w, int byte) {
+  const int up = 23 - 8 * byte;
+  const unsigned bits = (up >= 0 ? w << up : w >> -up) & 0x7F800000u;
+  return f32_from_bits(bits > 0x00400000u ? bits : 0x00400000u);
+}
+
 // One k16 MMA, D += A . B, FP32 accumulators.
 template <int kT>
 B12X_DEV void mma_k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
@@ -296,13 +316,18 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
     if constexpr (kTrackNan) {
       if constexpr (kFormat == kFmtNvfp4) {
         if (u == 0) nan_lo |= e4m3_nan_bits(st.s_lo), nan_hi |= e4m3_nan_bits(st.s_hi);  // all kU bytes
+      } else if constexpr (kFormat == kFmtMxfp8 || kFormat == kFmtMxfp4) {
+        if (u == 0) nan_lo |= ue8m0_nan_bits(st.s_lo), nan_hi |= ue8m0_nan_bits(st.s_hi);  // all kU bytes
+        if constexpr (mma_track_e4m3_nan(kFormat, kT)) {  // MXFP8's E4M3 data on the BF16 path
+          B12X_UNROLL
+          for (int i = 0; i < kWords; ++i) nan_lo |= e4m3_nan_bits(st.lo[u][i]), nan_hi |= e4m3_nan_bits(st.hi[u][i]);
+        }
       } else {
         B12X_UNROLL
         for (int i = 0; i < kWords; ++i) nan_lo |= e4m3_nan_bits(st.lo[u][i]), nan_hi |= e4m3_nan_bits(st.hi[u][i]);
       }
     }
     unsigned pl[4], ph[4];
-    const unsigned sb_lo = (st.s_lo >> (8 * u)) & 0xFFu, sb_hi = (st.s_hi >> (8 * u)) & 0xFFu;
     const unsigned splat = u % 2 == 0 ? 0x1010u : 0x3232u;  // half u % 2 of the pair, in both halves
     mma_pack_row<kFormat, kT, kSplit, true>(st.lo[u], kFormat == kFmtNvfp4 ? byte_perm(sp_lo[u / 2], 0u, splat) : 0u, pl);
     mma_pack_row<kFormat, kT, kSplit, true>(st.hi[u], kFormat == kFmtNvfp4 ? byte_perm(sp_hi[u / 2], 0u, splat) : 0u, ph);
@@ -318,8 +343,10 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
         if constexpr (kFormat == kFmtQ8_0) {
           sl = f16_to_f32((st.d_lo[u / 2] >> (16 * (u % 2))) & 0xFFFFu);
           sh = f16_to_f32((st.d_hi[u / 2] >> (16 * (u % 2))) & 0xFFFFu);
+        } else if constexpr (kTrackNan) {  // byte u of the scale words (255: Inf here, NaN-tracked above)
+          sl = ue8m0_byte_scale(st.s_lo, u), sh = ue8m0_byte_scale(st.s_hi, u);
         } else {
-          sl = ue8m0_to_f32(sb_lo), sh = ue8m0_to_f32(sb_hi);
+          sl = ue8m0_to_f32(st.s_lo >> (8 * u)), sh = ue8m0_to_f32(st.s_hi >> (8 * u));
         }
         float (&a)[4] = acc[u % kSets][nt];
         a[0] = fma_rn(sl, r[0], a[0]);
@@ -427,6 +454,8 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kMmaMinBlocks)
   constexpr int kWords = mma_lane_words(kFormat);
   constexpr int kU = mma_runs_per_step(kFormat, kNT);
   static_assert(!mma_step_scaled(kFormat) || kU == 4, "fp8_block: one 128-wide scale block per step");
+  // E4M3 NaN only: tracking MX scales too would cost MXFP8's 16-token F16 kernel a spill under its
+  // 128-register cap (the scales then go through ue8m0_to_f32, NaN-exact without tracking).
   constexpr bool kTrackNan = mma_track_e4m3_nan(kFormat, kT);
   __shared__ float partial[kMmaWarps][kNT][4][32];
 

@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
   constexpr int kU = mma_runs_per_step(kFormat, kNT);
   constexpr int kStages = tile16_stages(kFormat, kNT), kStageBytes = tile16_stage_bytes(kFormat, kNT);
   static_assert(kStages >= 2, "ring of at least two stages");
-  constexpr bool kTrackNan = mma_track_e4m3_nan(kFormat, kT);
+  constexpr bool kTrackNan = mma_track_nan(kFormat, kT);
   __shared__ float partial[kMmaWarps][kNT][4][32];
   extern __shared__ __align__(128) unsigned char ring[];
 
@@ -216,11 +216,14 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
     cp_async_commit();
   }
   // One step; kFull (every step but a last one that K % (32 kU) cuts short) drops the per-run
-  // bounds checks from the stage reads and the x loads. The ring slot is a counter that wraps (a
-  // modulo by a stage count like 7 costs a dozen instructions per step).
+  // bounds checks from the stage reads and the x loads; kRefillFull: the step that refills the
+  // stage, step + kStages, exists and is full, so the refill is the plain full copy (the generic
+  // refill's tests and its per-run copy path cost ~30 issue slots per step; the FP4 kernels are
+  // bound by issue). The ring slot is a counter that wraps (a modulo by a stage count like 7 costs
+  // a dozen instructions per step).
   int slot = 0;
-  auto step = [&](int i, auto full) {
-    constexpr bool kFull = decltype(full)::value;
+  auto step = [&](int i, auto full, auto refill_full) {
+    constexpr bool kFull = decltype(full)::value, kRefillFull = decltype(refill_full)::value;
     const int s = s_begin + i;
     cp_async_wait<kStages - 1>();  // this lane's copies of step i have landed
     __syncwarp();                   // and the other lanes'
@@ -228,7 +231,14 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
     if constexpr (mma_step_scaled(kFormat))  // one 128x128 block: the tile's rows share row >> 7
       st.block_scale = ld_f32(scale + 4 * ((l.row_lo >> 7) * scale_cols + ((s * kU) >> 2)));
     __syncwarp();  // every lane has read the stage: it may be refilled
-    if (i + kStages < count) issue(s + kStages, ring_addr + slot * kStageBytes);
+    if constexpr (kRefillFull) {
+      const long long r = s + kStages;
+      tile16_issue_full<kFormat, kNT>(tile_data + r * (kU * tile16_chunk_bytes(kFormat)),
+                                      tile_scale + r * (kU * tile16_scale_chunk_bytes(kFormat)),
+                                      ring_addr + slot * kStageBytes, lane);
+    } else if (i + kStages < count) {
+      issue(s + kStages, ring_addr + slot * kStageBytes);
+    }
     cp_async_commit();
     slot = slot + 1 == kStages ? 0 : slot + 1;
     mma_compute_step<kFormat, kNT, kT, kTrackNan, tile16_fp8_split(kFormat), kFull>(st, x, m, x_row_bytes, s, l, acc,
@@ -238,8 +248,10 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
   int i = 0;
   // Q8_0 with F16 x keeps the bounds checks: without them its f16 x f16 -> f16 kernel spills on sm_120a
   // (BF16 x, with i8x2_pack's two-term form, does not: nvcc -Xptxas -v, both archs, every out).
-  for (; i < count_full; ++i) step(i, BoolConst<kFormat != kFmtQ8_0 || kT == kActBf16>{});
-  for (; i < count; ++i) step(i, BoolConst<false>{});
+  constexpr bool kFullOk = kFormat != kFmtQ8_0 || kT == kActBf16;
+  for (; i < count_full - kStages; ++i) step(i, BoolConst<kFullOk>{}, BoolConst<kFullOk>{});  // refills full steps
+  for (; i < count_full; ++i) step(i, BoolConst<kFullOk>{}, BoolConst<false>{});
+  for (; i < count; ++i) step(i, BoolConst<false>{}, BoolConst<false>{});
 
   mma_finish_tile<kFormat, kNT, kOut, kTrackNan, kT>(acc, nan_lo, nan_hi, partial, warp, lane, slice, ksplit, live_tile,
                                                  tile * 16, m, n, scale, linear_tensor_scale<kFormat>(scale2, act_scale), bias,
