@@ -37,18 +37,6 @@ B12X_DEV unsigned byte_perm(unsigned lo, unsigned hi, unsigned s) {
 #endif
 }
 
-// w >> n (n = 1..31, a constant after unrolling) as the high word of w * 2^(32 - n): on the GPU an
-// integer multiply (FMA pipe) instead of a shift (ALU pipe, which the FP4 / FP8 decode kernels
-// saturate with their masks and permutes). Left shifts need nothing: the compiler already issues
-// those as multiplies.
-B12X_DEV unsigned shr_fma(unsigned w, int n) {
-#if defined(__CUDA_ARCH__)
-  return __umulhi(w, 1u << (32 - n));
-#else
-  return w >> n;
-#endif
-}
-
 // One 16-bit value of kT as FP32 (exact).
 template <int kT>
 B12X_DEV float half16_to_f32(unsigned h) {
@@ -148,7 +136,7 @@ B12X_DEV unsigned e2m1x2_bits_spread(unsigned w, int i) {
   constexpr int kMag = kT == kPackBf16 ? 6 : 9;  // where the magnitude of nibble 0 goes
   constexpr unsigned kMagMask = kT == kPackBf16 ? 0x01C001C0u : 0x0E000E00u;
   const int up = kMag - 4 * i;
-  const unsigned mag = up >= 0 ? w << up : shr_fma(w, -up);
+  const unsigned mag = up >= 0 ? w << up : w >> -up;
   return (mag & kMagMask) | ((w << (12 - 4 * i)) & 0x80008000u);
 }
 
@@ -217,9 +205,8 @@ B12X_DEV unsigned e4m3x2_pack_split(unsigned w, int h) {
   if constexpr (kT == kPackF16) {
     return e4m3x2_pack<kT>(byte_perm(w, 0u, h == 0 ? 0x0020u : 0x0031u), 0);
   } else {
-    // The two codes in bytes 1 and 3 (h = 1), or 0 and 2 (h = 0: 8 bits lower).
-    const unsigned sign = h == 0 ? w << 8 : w, mag = h == 0 ? w << 4 : shr_fma(w, 4);
-    return mul2<kT>((sign & 0x80008000u) | (mag & 0x07F007F0u), pow2_pair<kT>(120));
+    const unsigned v = h == 0 ? w << 8 : w;  // the two codes in bytes 1 and 3
+    return mul2<kT>((v & 0x80008000u) | ((v >> 4) & 0x07F007F0u), pow2_pair<kT>(120));
   }
 }
 

@@ -90,12 +90,11 @@ constexpr bool mma_track_e4m3_nan(int format, int act) {
 }
 
 // Whether the tile16 decode kernel tracks NaN rows (mma_rows_nan): E4M3 codes on the BF16 path
-// (above), and MX scales, whose NaN byte 255 it then multiplies as the FP32 Inf 2^128
-// (mma_compute_step with kTrackNan: a scale costs a shift, a mask and a max instead of two compares
-// and selects) and marks. A MX kernel without tracking converts scales with ue8m0_to_f32.
-constexpr bool mma_track_nan(int format, int act) {
-  return mma_track_e4m3_nan(format, act) || format == kFmtMxfp8 || format == kFmtMxfp4;
-}
+// (above), and MXFP4's scales, whose NaN byte 255 it then multiplies as the FP32 Inf 2^128
+// (mma_compute_step: a scale costs a shift, a mask and a max instead of two compares and selects)
+// and marks. Measured on an H100 (docs/perf/NOTES.md, 2026-12-06): MXFP4 decode 3-7% faster, MXFP8
+// slower (1-8%), so MXFP8 and the checkpoint kernel keep ue8m0_to_f32 (NaN-exact without tracking).
+constexpr bool mma_track_nan(int format, int act) { return mma_track_e4m3_nan(format, act) || format == kFmtMxfp4; }
 
 // Bit 7 of byte i is set iff byte i of w is the UE8M0 NaN code 255 (no carries leave a byte).
 B12X_DEV unsigned ue8m0_nan_bits(unsigned w) { return ((w & 0x7F7F7F7Fu) + 0x01010101u) & w; }
@@ -316,12 +315,8 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
     if constexpr (kTrackNan) {
       if constexpr (kFormat == kFmtNvfp4) {
         if (u == 0) nan_lo |= e4m3_nan_bits(st.s_lo), nan_hi |= e4m3_nan_bits(st.s_hi);  // all kU bytes
-      } else if constexpr (kFormat == kFmtMxfp8 || kFormat == kFmtMxfp4) {
+      } else if constexpr (kFormat == kFmtMxfp4) {
         if (u == 0) nan_lo |= ue8m0_nan_bits(st.s_lo), nan_hi |= ue8m0_nan_bits(st.s_hi);  // all kU bytes
-        if constexpr (mma_track_e4m3_nan(kFormat, kT)) {  // MXFP8's E4M3 data on the BF16 path
-          B12X_UNROLL
-          for (int i = 0; i < kWords; ++i) nan_lo |= e4m3_nan_bits(st.lo[u][i]), nan_hi |= e4m3_nan_bits(st.hi[u][i]);
-        }
       } else {
         B12X_UNROLL
         for (int i = 0; i < kWords; ++i) nan_lo |= e4m3_nan_bits(st.lo[u][i]), nan_hi |= e4m3_nan_bits(st.hi[u][i]);
@@ -343,7 +338,7 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
         if constexpr (kFormat == kFmtQ8_0) {
           sl = f16_to_f32((st.d_lo[u / 2] >> (16 * (u % 2))) & 0xFFFFu);
           sh = f16_to_f32((st.d_hi[u / 2] >> (16 * (u % 2))) & 0xFFFFu);
-        } else if constexpr (kTrackNan) {  // byte u of the scale words (255: Inf here, NaN-tracked above)
+        } else if constexpr (kTrackNan && kFormat == kFmtMxfp4) {  // byte u (255: Inf here, NaN-tracked above)
           sl = ue8m0_byte_scale(st.s_lo, u), sh = ue8m0_byte_scale(st.s_hi, u);
         } else {
           sl = ue8m0_to_f32(st.s_lo >> (8 * u)), sh = ue8m0_to_f32(st.s_hi >> (8 * u));
@@ -454,8 +449,8 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::kMmaMinBlocks)
   constexpr int kWords = mma_lane_words(kFormat);
   constexpr int kU = mma_runs_per_step(kFormat, kNT);
   static_assert(!mma_step_scaled(kFormat) || kU == 4, "fp8_block: one 128-wide scale block per step");
-  // E4M3 NaN only: tracking MX scales too would cost MXFP8's 16-token F16 kernel a spill under its
-  // 128-register cap (the scales then go through ue8m0_to_f32, NaN-exact without tracking).
+  // E4M3 NaN only: tracking MXFP4's scales here too would cost registers under the 128 cap (MXFP8's
+  // 16-token F16 kernel spilled with MX tracking); the scales go through ue8m0_to_f32 instead.
   constexpr bool kTrackNan = mma_track_e4m3_nan(kFormat, kT);
   __shared__ float partial[kMmaWarps][kNT][4][32];
 

@@ -217,10 +217,11 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
   }
   // One step; kFull (every step but a last one that K % (32 kU) cuts short) drops the per-run
   // bounds checks from the stage reads and the x loads; kRefillFull: the step that refills the
-  // stage, step + kStages, exists and is full, so the refill is the plain full copy (the generic
-  // refill's tests and its per-run copy path cost ~30 issue slots per step; the FP4 kernels are
-  // bound by issue). The ring slot is a counter that wraps (a modulo by a stage count like 7 costs
-  // a dozen instructions per step).
+  // stage, step + kStages, exists and is full, so the refill is the plain full copy without the
+  // generic refill's tests and per-run path. Taken for MXFP4 only: measured on an H100
+  // (docs/perf/NOTES.md, 2026-12-06) it saves MXFP4 1.5-3% and costs MXFP8 7-25% (a third copy of
+  // the step loop; not understood), others +-0.5%. The ring slot is a counter that wraps (a modulo
+  // by a stage count like 7 costs a dozen instructions per step).
   int slot = 0;
   auto step = [&](int i, auto full, auto refill_full) {
     constexpr bool kFull = decltype(full)::value, kRefillFull = decltype(refill_full)::value;
@@ -249,7 +250,8 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
   // Q8_0 with F16 x keeps the bounds checks: without them its f16 x f16 -> f16 kernel spills on sm_120a
   // (BF16 x, with i8x2_pack's two-term form, does not: nvcc -Xptxas -v, both archs, every out).
   constexpr bool kFullOk = kFormat != kFmtQ8_0 || kT == kActBf16;
-  for (; i < count_full - kStages; ++i) step(i, BoolConst<kFullOk>{}, BoolConst<kFullOk>{});  // refills full steps
+  if constexpr (kFormat == kFmtMxfp4)
+    for (; i < count_full - kStages; ++i) step(i, BoolConst<true>{}, BoolConst<true>{});  // refills full steps
   for (; i < count_full; ++i) step(i, BoolConst<kFullOk>{}, BoolConst<false>{});
   for (; i < count; ++i) step(i, BoolConst<false>{}, BoolConst<false>{});
 
