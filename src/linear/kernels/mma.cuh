@@ -341,7 +341,7 @@ B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned c
         } else if constexpr (kTrackNan && kFormat == kFmtMxfp4) {  // byte u (255: Inf here, NaN-tracked above)
           sl = ue8m0_byte_scale(st.s_lo, u), sh = ue8m0_byte_scale(st.s_hi, u);
         } else {
-          sl = ue8m0_to_f32(st.s_lo >> (8 * u)), sh = ue8m0_to_f32(st.s_hi >> (8 * u));
+          sl = ue8m0_to_f32((st.s_lo >> (8 * u)) & 0xFFu), sh = ue8m0_to_f32((st.s_hi >> (8 * u)) & 0xFFu);
         }
         float (&a)[4] = acc[u % kSets][nt];
         a[0] = fma_rn(sl, r[0], a[0]);
