@@ -17,62 +17,56 @@ out = [
     "namespace b12x::device {",
     "",
 ]
-for n in NS:
+
+
+def emit(n, rs):
+    """The wrapper for N = n: both operands by descriptor, or (rs) A from four registers."""
     regs = n // 2
+    name = f"B12X_WGMMA_FP8_{'RS_' if rs else ''}N{n}"
+    acc = f"B12X_WGMMA_FP8_{'RS_' if rs else ''}ACC_N{n}"
+    # operands after the accumulators: A (descriptor or 4 registers), B's descriptor, accumulate
+    a_ops = f"{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}" if rs else f"%{regs}"
+    b_op, pred = (regs + 4, regs + 5) if rs else (regs + 1, regs + 2)
     dl = [", ".join(f"%{i}" for i in range(s, min(s + 16, regs))) for s in range(0, regs, 16)]
-    out.append(f"#define B12X_WGMMA_FP8_N{n}                                                       \\")
-    out.append(f'  "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"                             \\')
-    out.append(f'  "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{"                     \\')
-    for j, p in enumerate(dl):
-        sep = ", " if j + 1 < len(dl) else ""
-        out.append(f'  "{p}{sep}" \\')
-    out.append(f'  "}}, %{regs}, %{regs + 1}, p, 1, 1;\\n}}\\n"')
-    ops = [", ".join(f'"+f"(d[{i}])' for i in range(s, min(s + 8, regs))) for s in range(0, regs, 8)]
-    out.append(f"#define B12X_WGMMA_FP8_ACC_N{n} \\")
-    for j, p in enumerate(ops):
-        out.append("  " + p + (", \\" if j + 1 < len(ops) else ""))
-    out.append("")
-    out.append(f"B12X_DEV void wgmma_fp8_n{n}(float (&d)[{regs}], unsigned long long a_desc, unsigned long long b_desc,")
-    out.append(f"                           int accumulate) {{")
-    out.append("#if defined(__CUDA_ARCH__)")
-    out.append(f'  asm volatile(B12X_WGMMA_FP8_N{n} : B12X_WGMMA_FP8_ACC_N{n} : "l"(a_desc), "l"(b_desc), "r"(accumulate));')
-    out.append("#else")
-    out.append("  (void)d, (void)a_desc, (void)b_desc, (void)accumulate;")
-    out.append("#endif")
-    out.append("}")
-    out.append(f"#undef B12X_WGMMA_FP8_N{n}")
-    out.append(f"#undef B12X_WGMMA_FP8_ACC_N{n}")
-    out.append("")
-# A from registers (four .b32 of four E4M3 each: CuTe's ALayout_64x32, the mma.m16n8k32 A layout
-# per warp: a0 = row g, k 4t..4t+3; a1 = row g + 8; a2, a3 = the same at k + 16), N = 128: the
-# promoted 256-token tiles run two of these per k32 on one A fragment (token halves).
-for n in (128,):
-    regs = n // 2
-    dl = [", ".join(f"%{i}" for i in range(s, min(s + 16, regs))) for s in range(0, regs, 16)]
-    out.append(f"#define B12X_WGMMA_FP8_RS_N{n}                                                    \\")
-    out.append(f'  "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"                             \\')
+    out.append(f"#define {name}" + " " * (52 if rs else 55) + "\\")
+    out.append(f'  "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{pred}, 0;\\n"                             \\')
     out.append(f'  "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{"                     \\')
     for j, p_ in enumerate(dl):
         sep = ", " if j + 1 < len(dl) else ""
         out.append(f'  "{p_}{sep}" \\')
-    out.append(f'  "}}, {{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1;\\n}}\\n"')
+    out.append(f'  "}}, {a_ops}, %{b_op}, p, 1, 1;\\n}}\\n"')
     ops = [", ".join(f'"+f"(d[{i}])' for i in range(s, min(s + 8, regs))) for s in range(0, regs, 8)]
-    out.append(f"#define B12X_WGMMA_FP8_RS_ACC_N{n} \\")
+    out.append(f"#define {acc} \\")
     for j, p_ in enumerate(ops):
         out.append("  " + p_ + (", \\" if j + 1 < len(ops) else ""))
     out.append("")
-    out.append(f"B12X_DEV void wgmma_fp8_rs_n{n}(float (&d)[{regs}], const unsigned (&a)[4], unsigned long long b_desc,")
-    out.append(f"                              int accumulate) {{")
+    if rs:
+        out.append(f"B12X_DEV void wgmma_fp8_rs_n{n}(float (&d)[{regs}], const unsigned (&a)[4], unsigned long long b_desc,")
+        out.append(f"                              int accumulate) {{")
+    else:
+        out.append(f"B12X_DEV void wgmma_fp8_n{n}(float (&d)[{regs}], unsigned long long a_desc, unsigned long long b_desc,")
+        out.append(f"                           int accumulate) {{")
     out.append("#if defined(__CUDA_ARCH__)")
-    out.append(f'  asm volatile(B12X_WGMMA_FP8_RS_N{n} : B12X_WGMMA_FP8_RS_ACC_N{n} : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),')
-    out.append(f'               "l"(b_desc), "r"(accumulate));')
+    if rs:
+        out.append(f'  asm volatile({name} : {acc} : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),')
+        out.append(f'               "l"(b_desc), "r"(accumulate));')
+    else:
+        out.append(f'  asm volatile({name} : {acc} : "l"(a_desc), "l"(b_desc), "r"(accumulate));')
     out.append("#else")
-    out.append("  (void)d, (void)a, (void)b_desc, (void)accumulate;")
+    out.append(f"  (void)d, (void){'a' if rs else 'a_desc'}, (void)b_desc, (void)accumulate;")
     out.append("#endif")
     out.append("}")
-    out.append(f"#undef B12X_WGMMA_FP8_RS_N{n}")
-    out.append(f"#undef B12X_WGMMA_FP8_RS_ACC_N{n}")
+    out.append(f"#undef {name}")
+    out.append(f"#undef {acc}")
     out.append("")
+
+
+for n in NS:
+    emit(n, False)
+# A from registers (four .b32 of four E4M3 each: CuTe's ALayout_64x32, the mma.m16n8k32 A layout
+# per warp: a0 = row g, k 4t..4t+3; a1 = row g + 8; a2, a3 = the same at k + 16), N = 128: the
+# promoted 256-token tiles run two of these per k32 on one A fragment (token halves).
+emit(128, True)
 out += [
     "// The instruction for kN tokens (16, 32, 64, 128 or 256).",
     "template <int kN>",

@@ -341,6 +341,23 @@ void expect_exactly_these_rows_nan(const linear::Plan& plan, const HostTensor& x
     }
 }
 
+// On the decode (mma) kernel in `layout`: a random weight of f and the copy that `poison` edits
+// give exactly the rows `rows` NaN for m tokens of act x (expect_exactly_these_rows_nan).
+template <class Poison>
+void expect_mma_poisoned_rows_nan(Format f, int64_t n, int64_t k, int64_t m, DType act, WeightLayout layout,
+                                  const int64_t (&rows)[3], Poison poison, std::mt19937_64& rng) {
+  linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
+  caps.kernel = linear::DecodeKernel::mma;
+  caps.layout = layout;
+  SCOPED_TRACE(layout_name(layout));
+  const linear::Plan plan = linear::plan(caps);
+  const PackedWeight clean = random_weight(f, n, k, rng);
+  PackedWeight poisoned = clean;  // a deep copy
+  poison(poisoned);
+  const HostTensor x = random_tensor(rng, act, {m, k});
+  expect_exactly_these_rows_nan(plan, x, clean, poisoned, layout, rows, -1, label(caps, m));
+}
+
 TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -349,20 +366,13 @@ TEST_F(LinearGpu, MmaTurnsRowsWithE4m3NanCodesIntoNan) {
   for (WeightLayout layout : {WeightLayout::checkpoint, WeightLayout::tile16})
   for (Format f : {Format::fp8_tensor, Format::fp8_channel, Format::fp8_block, Format::mxfp8})
     for (DType act : {DType::bf16, DType::f16}) {
-      linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
-      caps.kernel = linear::DecodeKernel::mma;
-      caps.layout = layout;
-      SCOPED_TRACE(layout_name(layout));
-      const linear::Plan plan = linear::plan(caps);
-      const PackedWeight clean = random_weight(f, n, k, rng);
-      PackedWeight poisoned = clean;  // a deep copy
-      uint8_t* d = static_cast<uint8_t*>(poisoned.data.view().data);
       const int64_t nan_rows[] = {7, 20, 47};
-      d[7 * k + 13] = 0x7F;
-      d[20 * k + 300] = 0xFF;
-      d[47 * k + 511] = 0x7F;
-      const HostTensor x = random_tensor(rng, act, {m, k});
-      expect_exactly_these_rows_nan(plan, x, clean, poisoned, layout, nan_rows, -1, label(caps, m));
+      expect_mma_poisoned_rows_nan(f, n, k, m, act, layout, nan_rows, [&](PackedWeight& w) {
+        uint8_t* d = static_cast<uint8_t*>(w.data.view().data);
+        d[7 * k + 13] = 0x7F;
+        d[20 * k + 300] = 0xFF;
+        d[47 * k + 511] = 0x7F;
+      }, rng);
     }
 }
 
@@ -379,20 +389,13 @@ TEST_F(LinearGpu, MmaTurnsMxRunsWithNanScalesIntoNan) {
   for (Format f : {Format::mxfp8, Format::mxfp4})
     for (DType act : {DType::bf16, DType::f16})
       for (int64_t m : {1, 16}) {
-        linear::Caps caps = make_caps(f, n, k, m, act, DType::f32, false, DType::bf16);
-        caps.kernel = linear::DecodeKernel::mma;
-        caps.layout = layout;
-        SCOPED_TRACE(layout_name(layout));
-        const linear::Plan plan = linear::plan(caps);
-        const PackedWeight clean = random_weight(f, n, k, rng);
-        PackedWeight poisoned = clean;  // a deep copy
-        uint8_t* s = static_cast<uint8_t*>(poisoned.scale.view().data);
         const int64_t nan_rows[] = {2, 25, 47};
-        s[2 * runs + 0] = 0xFF;
-        s[25 * runs + 5] = 0xFF;
-        s[47 * runs + runs - 1] = 0xFF;
-        const HostTensor x = random_tensor(rng, act, {m, k});
-        expect_exactly_these_rows_nan(plan, x, clean, poisoned, layout, nan_rows, -1, label(caps, m));
+        expect_mma_poisoned_rows_nan(f, n, k, m, act, layout, nan_rows, [&](PackedWeight& w) {
+          uint8_t* s = static_cast<uint8_t*>(w.scale.view().data);
+          s[2 * runs + 0] = 0xFF;
+          s[25 * runs + 5] = 0xFF;
+          s[47 * runs + runs - 1] = 0xFF;
+        }, rng);
       }
 }
 

@@ -198,11 +198,11 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
   const unsigned char* tile_data = data + tile * l.runs * tile16_chunk_bytes(kFormat);
   const unsigned char* tile_scale = scale + tile * l.runs * tile16_scale_chunk_bytes(kFormat);
   // Copies of step s (one of this warp's) into stage `dst`: full steps as contiguous 16-byte pieces,
-  // the last short one lane slot by lane slot.
-  auto issue = [&](int s, unsigned dst) {
+  // the last short one lane slot by lane slot; known_full: the caller knows step s is full.
+  auto issue = [&](int s, unsigned dst, auto known_full) {
     const unsigned char* src = tile_data + static_cast<long long>(s) * (kU * tile16_chunk_bytes(kFormat));
     const unsigned char* scale_src = tile_scale + static_cast<long long>(s) * (kU * tile16_scale_chunk_bytes(kFormat));
-    if (s < full_steps) {
+    if (decltype(known_full)::value || s < full_steps) {
       tile16_issue_full<kFormat, kNT>(src, scale_src, dst, lane);
     } else {
       const long long left = l.runs - static_cast<long long>(s) * kU;
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
 
   MmaStep<kFormat, kNT> st;
   for (int i = 0; i < kStages; ++i) {  // one commit group per stage, empty ones included
-    if (i < count) issue(s_begin + i, ring_addr + i * kStageBytes);
+    if (i < count) issue(s_begin + i, ring_addr + i * kStageBytes, BoolConst<false>{});
     cp_async_commit();
   }
   // One step; kFull (every step but a last one that K % (32 kU) cuts short) drops the per-run
@@ -232,14 +232,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
     if constexpr (mma_step_scaled(kFormat))  // one 128x128 block: the tile's rows share row >> 7
       st.block_scale = ld_f32(scale + 4 * ((l.row_lo >> 7) * scale_cols + ((s * kU) >> 2)));
     __syncwarp();  // every lane has read the stage: it may be refilled
-    if constexpr (kRefillFull) {
-      const long long r = s + kStages;
-      tile16_issue_full<kFormat, kNT>(tile_data + r * (kU * tile16_chunk_bytes(kFormat)),
-                                      tile_scale + r * (kU * tile16_scale_chunk_bytes(kFormat)),
-                                      ring_addr + slot * kStageBytes, lane);
-    } else if (i + kStages < count) {
-      issue(s + kStages, ring_addr + slot * kStageBytes);
-    }
+    if (kRefillFull || i + kStages < count) issue(s + kStages, ring_addr + slot * kStageBytes, refill_full);
     cp_async_commit();
     slot = slot + 1 == kStages ? 0 : slot + 1;
     mma_compute_step<kFormat, kNT, kT, kTrackNan, tile16_fp8_split(kFormat), kFull>(st, x, m, x_row_bytes, s, l, acc,

@@ -243,6 +243,28 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       wgmma_commit();
       wgmma_fence_regs(d);
     };
+    // A 128-K block's sum p (tokens base .. base + 2 kP: promoted tiles' whole tile, or a 256-token
+    // tile's half) added into acc[base / 2 ..] (kFp8Block: times sw * sx[token]); s: the block's stage.
+    auto promote = [&](auto& p, int base, int s, float sw) {
+      constexpr int kP = static_cast<int>(sizeof(p) / sizeof(float));
+      float* d = acc + base / 2;
+      wgmma_fence_regs(p);
+      if constexpr (kBlock) {
+        const float* sc = reinterpret_cast<const float*>(ring + s * kStage + kScOff) + base;
+        B12X_UNROLL
+        for (int c = 0; c < kP / 4; ++c) {  // tokens base + 8c + 2t, + 1
+          const float2 v = *reinterpret_cast<const float2*>(sc + 8 * c + 2 * t);
+          const float f0 = mul_rn(sw, v.x), f1 = mul_rn(sw, v.y);
+          d[4 * c] = fma_rn(f0, p[4 * c], d[4 * c]);
+          d[4 * c + 1] = fma_rn(f1, p[4 * c + 1], d[4 * c + 1]);
+          d[4 * c + 2] = fma_rn(f0, p[4 * c + 2], d[4 * c + 2]);
+          d[4 * c + 3] = fma_rn(f1, p[4 * c + 3], d[4 * c + 3]);
+        }
+      } else {
+        B12X_UNROLL
+        for (int i = 0; i < kP; ++i) d[i] = add_rn(d[i], p[i]);
+      }
+    };
     if constexpr (kFast) {  // one tensor-core accumulator over the unit's K
       for (int kb = kb0; kb < kb1; ++kb, ++it) {
         const int s = it % kS;
@@ -287,23 +309,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
             wgmma_fp8_rs_n128(part, a[kk], wgmma_desc_sw128(st + kXOff + h * 128 * kF8StageK + 32 * kk), kk > 0);
           wgmma_commit();
           wgmma_wait<0>();
-          wgmma_fence_regs(part);
-          if constexpr (kBlock) {
-            const float* sc = reinterpret_cast<const float*>(ring + s * kStage + kScOff) + 128 * h;
-            B12X_UNROLL
-            for (int c = 0; c < 16; ++c) {  // tokens 128 h + 8c + 2t, + 1
-              const float2 v = *reinterpret_cast<const float2*>(sc + 8 * c + 2 * t);
-              const float f0 = mul_rn(sw, v.x), f1 = mul_rn(sw, v.y);
-              float* d = acc + 64 * h + 4 * c;
-              d[0] = fma_rn(f0, part[4 * c], d[0]);
-              d[1] = fma_rn(f1, part[4 * c + 1], d[1]);
-              d[2] = fma_rn(f0, part[4 * c + 2], d[2]);
-              d[3] = fma_rn(f1, part[4 * c + 3], d[3]);
-            }
-          } else {
-            B12X_UNROLL
-            for (int i = 0; i < 64; ++i) acc[64 * h + i] = add_rn(acc[64 * h + i], part[i]);
-          }
+          promote(part, 128 * h, s, sw);
         }
         release(s);
       }
@@ -317,24 +323,6 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       float pa[kBN / 2], pb[kBN / 2];
       const long long kcols = (k + 127) >> 7;
       const float* sw_row = kBlock ? w_scale + static_cast<long long>(w_blk) * kcols : nullptr;
-      auto promote = [&](float (&p)[kBN / 2], int s, float sw) {
-        wgmma_fence_regs(p);
-        if constexpr (kBlock) {
-          const float* sc = reinterpret_cast<const float*>(ring + s * kStage + kScOff);
-          B12X_UNROLL
-          for (int c = 0; c < kBN / 8; ++c) {  // tokens 8c + 2t, + 1
-            const float2 v = *reinterpret_cast<const float2*>(sc + 8 * c + 2 * t);
-            const float f0 = mul_rn(sw, v.x), f1 = mul_rn(sw, v.y);
-            acc[4 * c] = fma_rn(f0, p[4 * c], acc[4 * c]);
-            acc[4 * c + 1] = fma_rn(f1, p[4 * c + 1], acc[4 * c + 1]);
-            acc[4 * c + 2] = fma_rn(f0, p[4 * c + 2], acc[4 * c + 2]);
-            acc[4 * c + 3] = fma_rn(f1, p[4 * c + 3], acc[4 * c + 3]);
-          }
-        } else {
-          B12X_UNROLL
-          for (int i = 0; i < kBN / 2; ++i) acc[i] = add_rn(acc[i], p[i]);
-        }
-      };
       for (int j = kb0; j < kb1; j += 2, it += 2) {
         const int s0 = it % kS, s1 = (it + 1) % kS;
         mbar_wait(full(s0), (it / kS) & 1);
@@ -346,10 +334,10 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
         const float sw0 = kBlock ? ld_f32(sw_row + j) : 1.0f;
         const float sw1 = kBlock ? ld_f32(sw_row + (j + 1 < kb1 ? j + 1 : j)) : 1.0f;
         wgmma_wait<1>();  // pa's group is done
-        promote(pa, s0, sw0);
+        promote(pa, 0, s0, sw0);
         release(s0);
         wgmma_wait<0>();
-        if (j + 1 < kb1) promote(pb, s1, sw1);
+        if (j + 1 < kb1) promote(pb, 0, s1, sw1);
         release(s1);
       }
     }
