@@ -179,6 +179,20 @@ B12X_DEV void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Split-K over CTAs, once the 256 consumer threads (named barrier 1; ctid 0..255) have stored this
+// CTA's partial tile: whether it is the last of `splits` CTAs to count itself in *counter (zeroed
+// before the launch), which then sums every partial. The first fence orders this CTA's stores
+// before its count, the second the count before the last CTA's reads. flag: an int in shared memory.
+B12X_DEV bool splitk_last_arrival(unsigned* counter, int splits, int ctid, int* flag) {
+  __threadfence();
+  named_barrier(1, 256);
+  if (ctid == 0) *flag = atomicAdd(counter, 1u) == static_cast<unsigned>(splits - 1);
+  named_barrier(1, 256);
+  if (*flag == 0) return false;
+  __threadfence();
+  return true;
+}
+
 // ---- wgmma ----
 // Orders this warpgroup's register writes (A fragments, accumulators) before the next wgmma.
 B12X_DEV void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }

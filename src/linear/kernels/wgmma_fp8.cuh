@@ -348,13 +348,8 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       B12X_UNROLL
       for (int i = 0; i < kBN / 2; i += 4)
         __stcg(reinterpret_cast<float4*>(mine) + (i / 4) * 256 + ctid, make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]));
-      __threadfence();
-      named_barrier(1, 256);
-      if (ctid == 0) *last_flag = atomicAdd(counters + tile, 1u) == static_cast<unsigned>(splits - 1);
-      named_barrier(1, 256);
       // (The next write of the flag follows the next unit's first barrier, after every read of this one.)
-      if (*last_flag == 0) continue;
-      __threadfence();
+      if (!splitk_last_arrival(counters + tile, splits, ctid, last_flag)) continue;
       const float* all = partials + static_cast<long long>(tile) * splits * fp8_partial_floats(kBN);
       B12X_UNROLL
       for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.0f;

@@ -754,12 +754,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
       const float* o = out + tok * kOS + 4 * q;
       __stcg(mine + i, make_float4(o[0], o[1], o[2], o[3]));
     }
-    __threadfence();
-    named_barrier(1, 256);
-    if (ctid == 0) last_flag = atomicAdd(counters + tile_id, 1u) == static_cast<unsigned>(splits - 1);
-    named_barrier(1, 256);
-    if (!last_flag) return;
-    __threadfence();
+    if (!splitk_last_arrival(counters + tile_id, splits, ctid, &last_flag)) return;
     for (int i = ctid; i < kQuads; i += 256) {
       const int tok = i / (kWgRows / 4), q = i - tok * (kWgRows / 4);
       float4 sum = __ldcg(reinterpret_cast<const float4*>(all) + i);
