@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# On the GPU machine: builds the CLI of every tree that scripts/ab-prepare.sh exported into .ab/ (in
+# parallel), optionally runs GPU tests in one of them, then runs the same benchmarks with each tree's
+# CLI, trees interleaved, AB_RUNS times, and prints scripts/ab_table.py's table (median over the
+# runs per tree, change against the first tree). Results: $OUT/ab.txt (the table) and $OUT/ab.csv
+# (every run's rows, with tree and run columns). Env: AB_SUITES (default linear; baseline is always
+# added, for the copy ceiling), AB_FILTER (a --filter regex; default: every case of the suites),
+# AB_RUNS (default 2), AB_TEST_BIN (a GPU test target, e.g. b12x_gpu_test_linear; built and run in
+# AB_TEST_TREE, default the last tree) with AB_TESTS (its gtest filter), AB_BENCH_ARGS (more bench
+# options, e.g. "--l2-flush clean").
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+dest="${OUT:-$PWD/gpu-out}"
+mkdir -p "$dest"
+work="$(mktemp -d /tmp/ab.XXXXXX)"
+export B12X_CACHE_DIR="${B12X_CACHE_DIR:-/tmp/b12x-cache}"
+mapfile -t trees < <(cut -d' ' -f1 .ab/trees.txt 2>/dev/null)
+((${#trees[@]} >= 2)) || { echo "no .ab/trees.txt with two trees: run scripts/ab-prepare.sh and carry .ab"; exit 2; }
+test_tree="${AB_TEST_TREE:-${trees[-1]}}"
+jobs=$(( $(nproc) / ${#trees[@]} )); ((jobs >= 1)) || jobs=1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+echo "== build ${trees[*]} ($(date +%T))"
+for t in "${trees[@]}"; do
+  targets="b12x_cli"
+  [[ "$t" == "$test_tree" && -n "${AB_TEST_BIN:-}" ]] && targets="$targets $AB_TEST_BIN"
+  ( cmake -S ".ab/$t" -B "$work/build-$t" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DB12X_TORCH=OFF >"$work/cfg-$t.log" 2>&1 &&
+    cmake --build "$work/build-$t" -j "$jobs" --target $targets >"$work/build-$t.log" 2>&1 ||
+    { echo "build of $t failed:"; grep -E "error" "$work/build-$t.log" "$work/cfg-$t.log" | head -20; } ) &
+done
+wait
+if [[ -n "${AB_TEST_BIN:-}" ]]; then
+  echo "== $AB_TEST_BIN in $test_tree ($(date +%T))"
+  "$work/build-$test_tree/tests/$AB_TEST_BIN" ${AB_TESTS:+--gtest_filter="$AB_TESTS"} 2>&1 |
+    grep -E "^\[ +(OK|PASSED|FAILED) |Failure|tests ran" | head -60
+fi
+for r in $(seq 1 "${AB_RUNS:-2}"); do
+  for t in "${trees[@]}"; do
+    echo "== bench $t run $r ($(date +%T))"
+    "$work/build-$t/b12x" bench --suite "baseline,${AB_SUITES:-linear}" ${AB_FILTER:+--filter "$AB_FILTER"} \
+      ${AB_BENCH_ARGS:-} --csv "$work/$t.run$r.csv" >"$work/$t.run$r.log" 2>&1 || echo "bench $t run $r: rc $?"
+  done
+done
+python3 scripts/ab_table.py --out-csv "$dest/ab.csv" "$work"/*.run*.csv | tee "$dest/ab.txt"
