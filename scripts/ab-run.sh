@@ -18,7 +18,7 @@ mapfile -t trees < <(cut -d' ' -f1 .ab/trees.txt 2>/dev/null)
 ((${#trees[@]} >= 2)) || { echo "no .ab/trees.txt with two trees: run scripts/ab-prepare.sh and carry .ab"; exit 2; }
 test_tree="${AB_TEST_TREE:-${trees[-1]}}"
 jobs=$(( $(nproc) / ${#trees[@]} )); ((jobs >= 1)) || jobs=1
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
 echo "== build ${trees[*]} ($(date +%T))"
 for t in "${trees[@]}"; do
   targets="b12x_cli"
@@ -40,4 +40,6 @@ for r in $(seq 1 "${AB_RUNS:-2}"); do
       ${AB_BENCH_ARGS:-} --csv "$work/$t.run$r.csv" >"$work/$t.run$r.log" 2>&1 || echo "bench $t run $r: rc $?"
   done
 done
-python3 scripts/ab_table.py --out-csv "$dest/ab.csv" "$work"/*.run*.csv | tee "$dest/ab.txt"
+csvs=("$work"/*.run*.csv)
+[[ -e "${csvs[0]}" ]] || { echo "no bench CSVs were written (no CUDA device? see $work/*.run*.log)"; exit 1; }
+python3 scripts/ab_table.py --out-csv "$dest/ab.csv" "${csvs[@]}" | tee "$dest/ab.txt"
