@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <set>
 #include <string>
@@ -17,6 +16,7 @@
 #include "b12x/quantize/quantize.h"
 #include "b12x/runtime/jit.h"
 #include "b12x/runtime/registry.h"
+#include "runtime/env.h"
 #include "runtime/selftest.h"
 #include "runtime/test_hooks.h"
 
@@ -128,15 +128,15 @@ TEST(Jit, RegistryHoldsEveryFamilysKernelSpecs) {
 // CI's compile check, the one place every registered configuration is compiled: every declared
 // architecture, no compile error, the spec's entry point, no spills, no serialized wgmma, registers
 // within the declared limit. One line per configuration: registers and compile time.
-// B12X_COMPILE_ONLY (a substring of the configuration's description, e.g. "mma_tile16") narrows a
+// B12X_COMPILE_ONLY (a substring of the configuration's description, e.g. "linear.mma_tile16{") narrows a
 // local run to the kernels a change touched; CI leaves it unset.
 TEST(Jit, EveryRegisteredKernelCompiles) {
   const auto specs = registered_kernel_specs();
   ASSERT_FALSE(specs.empty());
-  const char* only = std::getenv("B12X_COMPILE_ONLY");
+  const std::string only = detail::env_string("B12X_COMPILE_ONLY");
   size_t compiled = 0;
   for (const auto& spec : specs) {
-    if (only && *only && spec.describe().find(only) == std::string::npos) continue;
+    if (!only.empty() && spec.describe().find(only) == std::string::npos) continue;
     for (const auto& arch : spec.archs) {
       SCOPED_TRACE(spec.describe() + " " + arch);
       const CompiledCubin c = compile_kernel(spec, arch);
