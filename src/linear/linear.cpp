@@ -228,16 +228,21 @@ KernelSpec make_mma_spec(const Caps& caps, int token_tiles) {
     return linear_spec(caps, "mma_iq2", token_tiles, "tokens", std::to_string(8 * token_tiles), {}, 128);
   if (tile16(caps))  // __launch_bounds__(256, tile16_min_blocks): 80 (3 CTAs per SM) or 128 registers
     return linear_spec(caps, "mma_tile16", token_tiles, "tokens", std::to_string(8 * token_tiles), {},
-                       device::tile16_min_blocks(token_tiles) == 3 ? 80 : 128);
+                       device::tile16_min_blocks(static_cast<int>(caps.format), token_tiles) == 3 ? 80 : 128);
   // __launch_bounds__(256, 2): 128 registers.
   return linear_spec(caps, "mma", token_tiles, "tokens", std::to_string(8 * token_tiles), {}, 128);
 }
 
 // Warps per 16-row tile for the mma kernels: the smallest split that gives enough CTAs, while every
-// warp still gets two steps of K. One token tile (M <= 8): at least 8 CTAs per SM (several waves, so
-// the last partial wave costs little; mma_iq2: 1, see below). Two token tiles: at least 3 per SM, because every CTA reads
-// all of x's K for its tiles (16 tokens x K x 2 bytes from L2): more CTAs, more x traffic (measured on
-// the H200: M = 16, 28672 x 8192 fp8 took 113 us with 448 CTAs and 171 us with 1792).
+// warp still gets two steps of K. Every CTA reads all of x's K for its tiles (8 or 16 tokens x K x 2
+// bytes from L2, shared through L1 by the CTA's tiles), so each further split multiplies that
+// traffic: at one token tile it equals the FP8 weight bytes at ksplit 8 and M = 8.
+// - mma_tile16: 1.5 CTAs (12 warps) per SM. H100, 2026-12-06, B12X_DECODE_KSPLIT 8 / 4 / 2 / 1 at
+//   28672 x 8192 (1792 / 896 / 448 / 224 CTAs): FP8 M = 8 107.2 / 110.6 / 115.0 / 94.8 us, NVFP4 (2
+//   CTAs per SM) 96.2 / 93.7 / 87.7 / 79.3; at 4096 x 14336 (256 tiles) ksplit 8's 256 CTAs won and
+//   ksplit 4's 128 (about one per SM) lost 10-40%.
+// - mma (checkpoint layout; not remeasured): at least 8 CTAs per SM at one token tile, 3 at two
+//   (H200: M = 16, 28672 x 8192 fp8 took 113 us with 448 CTAs and 171 us with 1792).
 int choose_mma_ksplit(const Caps& caps, int token_tiles, int sm_count) {
   const int64_t tiles = (caps.n + kMmaTile - 1) / kMmaTile;
   const int runs_per_step = mma_runs_per_step(caps.format, token_tiles);
@@ -246,8 +251,8 @@ int choose_mma_ksplit(const Caps& caps, int token_tiles, int sm_count) {
   // slots busy, 1.06 eligible warps per scheduler), so long-lived warps that fill the codebook and the
   // ring once win: 28672 x 8192 IQ2_XXS M = 1 / 8 74.2 / 85.2 us at ksplit 8 -> 67.0 / 65.1 at ksplit 1,
   // IQ2_XS 107.9 / 115.6 -> 85.3 / 88.7 (2 CTAs per SM target: in between).
-  const int64_t per_sm = is_iq2_format(caps.format) ? 1 : token_tiles == 1 ? 8 : 3;
-  const int64_t target_ctas = per_sm * static_cast<int64_t>(std::max(sm_count, 1));
+  const int64_t half_ctas_per_sm = is_iq2_format(caps.format) ? 2 : tile16(caps) ? 3 : token_tiles == 1 ? 16 : 6;
+  const int64_t target_ctas = (half_ctas_per_sm * std::max(sm_count, 1) + 1) / 2;
   int best = 1;
   for (int s : {1, 2, 4, 8}) {
     if (s > 1 && steps < 2 * s) break;

@@ -32,6 +32,7 @@
 #include "b12x/runtime/jit.h"
 #include "runtime/cuda_api.h"
 #include "support/device.h"
+#include "support/env.h"
 #include "support/errors.h"
 #include "support/weights.h"
 
@@ -217,6 +218,31 @@ TEST_F(LinearGpu, Tile16EveryFormatAndTokenCountMatchesReference) {
                                  label(caps, m) + " via " + plan.path_for(m).name);
       }
     }
+}
+
+// ksplit 1, which choose_mma_ksplit takes at large N (28672 x 8192: 224 CTAs): each warp walks a
+// tile's whole K, its ring wrapping many times, and eight tiles share a CTA. N = 304: 19 tiles, the
+// last CTA's tiles 19..23 past N; K = 3104 ends in a partial step for every format.
+TEST_F(LinearGpu, Tile16OneWarpPerTileMatchesReference) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const test::ScopedEnv cap("B12X_DECODE_KSPLIT", "1");
+  for (Format f : {Format::fp8_tensor, Format::fp8_channel, Format::fp8_block, Format::mxfp8, Format::nvfp4,
+                   Format::mxfp4, Format::q8_0}) {
+    linear::Caps caps = make_caps(f, 304, 3104, 16, DType::bf16, DType::f32, true, DType::f32);
+    caps.layout = WeightLayout::tile16;
+    const PackedWeight p = random_weight(f, caps.n, caps.k, rng);
+    const DeviceWeight w = device_weight(p, WeightLayout::tile16);
+    const HostTensor bias = random_tensor(rng, DType::f32, {caps.n});
+    const linear::Plan plan = linear::plan(caps);
+    for (int64_t m : {1, 5, 8, 16}) {
+      ASSERT_EQ(plan.path_for(m).ksplit, 1) << plan.path_for(m).name;
+      const HostTensor x = random_tensor(rng, DType::bf16, {m, caps.k});
+      const std::vector<uint8_t> y = run_on_device(plan, x, w, &bias);
+      expect_matches_reference(y, DType::f32, x.view(), p, bias.view(), label(caps, m) + " via " + plan.path_for(m).name);
+    }
+  }
 }
 
 // Raw random codes in every byte of data and scales (E4M3 NaN codes replaced by 0; scales as the

@@ -169,8 +169,11 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     } else if (s.kernel == "linear.mma_tile16") {
       ++tile16;
       EXPECT_EQ(s.source, "linear/kernels/mma_tile16.cuh");
-      const bool one_tile = s.describe().find("tokens=8,") != std::string::npos;
-      EXPECT_EQ(s.max_registers, one_tile ? 80 : 128) << s.describe();  // 3 or 2 CTAs per SM
+      // 3 CTAs per SM for the 8-bit formats at one token tile, else 2 (tile16_min_blocks).
+      const std::string d = s.describe();
+      const bool one_tile = d.find("tokens=8,") != std::string::npos;
+      const bool fp4 = d.find("format=nvfp4") != std::string::npos || d.find("format=mxfp4") != std::string::npos;
+      EXPECT_EQ(s.max_registers, one_tile && !fp4 ? 80 : 128) << d;
     } else if (s.kernel == "linear.mma_iq2") {
       ++iq2;
       EXPECT_EQ(s.source, "linear/kernels/mma_iq2.cuh");
@@ -463,8 +466,8 @@ TEST(LinearCompile, Tile16WeightsUseTheTile16KernelAtEveryTokenCount) {
         EXPECT_EQ(p.spec.kernel, "linear." + kernel) << info.name << " M=" << t;  // Q8_0 at M = 1 too
         EXPECT_EQ(p.name.rfind("decode." + kernel + "{tokens=" + std::string(t <= 8 ? "8" : "16"), 0), 0u) << p.name;
         // The ring (and IQ2's codebook) fits next to the static buffers at the CTAs per SM that the
-        // launch bounds promise: 3 (one token tile; IQ2: 2) or 2 (228 KiB per SM).
-        const int ctas = t <= 8 && !iq2 ? 3 : 2;
+        // launch bounds promise: tile16_min_blocks (3 or 2; IQ2: 2; 228 KiB per SM).
+        const int ctas = iq2 ? 2 : dev::tile16_min_blocks(static_cast<int>(info.format), t <= 8 ? 1 : 2);
         EXPECT_GT(p.smem_bytes, 0u);
         EXPECT_LE(ctas * (p.smem_bytes + 8 * 4 * 4 * 32 * (t <= 8 ? 1 : 2) + 1024 + 1024), 228u * 1024) << p.name;
         const int64_t rows_per_cta = (8 / p.ksplit) * 16;
@@ -531,19 +534,42 @@ TEST(LinearCompile, AutomaticPicksMmaWhereItServesTheFormat) {
   EXPECT_TRUE(linear::mma_supports(Format::nvfp4, DType::f16));
 }
 
-// B12X_DECODE_KSPLIT caps the decode mma kernels' K split (an A/B knob): 28672 x 8192 at one token
-// splits each tile's K over 8 warps (1792 CTAs); capped at 2, four tiles share a CTA (448 CTAs).
+// mma_tile16's K split: the smallest giving 1.5 CTAs per SM (choose_mma_ksplit). 28672 x 8192
+// (1792 tiles): one warp per tile, 224 CTAs, at one or two token tiles and for every format;
+// 4096 x 14336 (256 tiles): 8 warps per tile, 256 CTAs; 8192 x 8192: 4 warps, 256 CTAs.
+TEST(LinearCompile, Tile16KsplitGivesOneAndAHalfCtasPerSm) {
+  for (Format f : {Format::fp8_tensor, Format::fp8_block, Format::mxfp8, Format::nvfp4, Format::mxfp4, Format::q8_0}) {
+    SCOPED_TRACE(format_info(f).name);
+    auto tile16_caps = [f](int64_t n, int64_t k) {
+      auto c = make_caps(f, n, k, 16);
+      c.layout = WeightLayout::tile16;
+      return c;
+    };
+    for (int64_t m : {1, 8, 16}) {
+      const linear::PlanPath p = linear::plan_path(tile16_caps(28672, 8192), m, 132);
+      EXPECT_EQ(p.ksplit, 1) << p.name;
+      EXPECT_EQ(p.grid.x, 224u) << p.name;
+    }
+    EXPECT_EQ(linear::plan_path(tile16_caps(4096, 14336), 1, 132).ksplit, 8);
+    EXPECT_EQ(linear::plan_path(tile16_caps(8192, 8192), 4, 132).ksplit, 4);
+    EXPECT_EQ(linear::plan_path(tile16_caps(8192, 8192), 4, 132).grid.x, 256u);
+    EXPECT_EQ(linear::plan_path(tile16_caps(4096, 14336), 1, 8).ksplit, 1);  // 32 CTAs on 8 SMs
+  }
+}
+
+// B12X_DECODE_KSPLIT caps the decode mma kernels' K split (an A/B knob): 4096 x 14336 at one token
+// splits each tile's K over 8 warps (256 CTAs); capped at 2, four tiles share a CTA (64 CTAs).
 TEST(LinearCompile, DecodeKsplitEnvCapsTheMmaSplit) {
-  auto caps = make_caps(Format::fp8_tensor, 28672, 8192, 16);
+  auto caps = make_caps(Format::fp8_tensor, 4096, 14336, 16);
   caps.layout = WeightLayout::tile16;
   const linear::PlanPath unset = linear::plan_path(caps, 1, 132);
   EXPECT_EQ(unset.ksplit, 8) << unset.name;
-  EXPECT_EQ(unset.grid.x, 1792u) << unset.name;
+  EXPECT_EQ(unset.grid.x, 256u) << unset.name;
   {
     const test::ScopedEnv cap("B12X_DECODE_KSPLIT", "2");
     const linear::PlanPath p = linear::plan_path(caps, 1, 132);
     EXPECT_EQ(p.ksplit, 2) << p.name;
-    EXPECT_EQ(p.grid.x, 448u) << p.name;
+    EXPECT_EQ(p.grid.x, 64u) << p.name;
     EXPECT_NE(p.name.find("ksplit=2"), std::string::npos) << p.name;
   }
   {

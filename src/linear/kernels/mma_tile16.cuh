@@ -26,19 +26,26 @@
 
 namespace b12x::device {
 
-// Shared memory the ring may use per warp: 3 CTAs per SM with one token tile, 2 with two
-// (228 KiB per SM, minus the static partial-sum buffer and 1 KiB reserved per CTA).
-constexpr int tile16_warp_smem_budget(int token_tiles) { return token_tiles == 1 ? 8 * 1024 : 12 * 1024; }
-constexpr int tile16_min_blocks(int token_tiles) { return token_tiles == 1 ? 3 : 2; }
+// CTAs per SM and the shared memory the ring may use per warp (228 KiB per SM, minus the static
+// partial-sum buffer and 1 KiB reserved per CTA): 3 CTAs with 8 KiB (80 registers) for the 8-bit
+// formats at one token tile; 2 CTAs with 12 KiB (128 registers) for two token tiles and for FP4 at
+// one, whose decode wants the registers (H100, 2026-12-06, 28672 x 8192 NVFP4 M = 4 / 8: 100.2 /
+// 111.8 us at 3 CTAs -> 77.7 / 79.3 at 2; the 8-bit formats at 2 CTAs: 0-3% slower).
+constexpr int tile16_min_blocks(int format, int token_tiles) {
+  return token_tiles == 1 && format != kFmtNvfp4 && format != kFmtMxfp4 ? 3 : 2;
+}
+constexpr int tile16_warp_smem_budget(int format, int token_tiles) {
+  return tile16_min_blocks(format, token_tiles) == 3 ? 8 * 1024 : 12 * 1024;
+}
 
 // One stage: kU data chunks, then kU scale chunks (16-byte multiples).
 constexpr int tile16_stage_bytes(int format, int token_tiles) {
   return mma_runs_per_step(format, token_tiles) * (tile16_chunk_bytes(format) + tile16_scale_chunk_bytes(format));
 }
 constexpr int tile16_stages(int format, int token_tiles) {
-  return tile16_warp_smem_budget(token_tiles) / tile16_stage_bytes(format, token_tiles) > 8
+  return tile16_warp_smem_budget(format, token_tiles) / tile16_stage_bytes(format, token_tiles) > 8
              ? 8
-             : tile16_warp_smem_budget(token_tiles) / tile16_stage_bytes(format, token_tiles);
+             : tile16_warp_smem_budget(format, token_tiles) / tile16_stage_bytes(format, token_tiles);
 }
 // Dynamic shared memory of a CTA.
 constexpr int tile16_smem_bytes(int format, int token_tiles) {
@@ -153,7 +160,7 @@ B12X_DEV void tile16_read(const unsigned char* stage, const MmaLane& l, long lon
 // Arguments as linear_mma_kernel's, with the weight in the tile16 layout (n % 16 == 0; data and the
 // MX / NVFP4 scale 16-byte aligned); dynamic shared memory tile16_smem_bytes(kFormat, kNT).
 template <int kFormat, int kNT, int kAct, int kOut>
-__global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks(kNT))
+__global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks(kFormat, kNT))
     linear_mma_tile16_kernel(const unsigned char* __restrict__ x, const unsigned char* __restrict__ data,
                              const unsigned char* __restrict__ scale, float scale2, const float* __restrict__ act_scale,
                              const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
