@@ -263,6 +263,25 @@ int choose_mma_ksplit(const Caps& caps, int token_tiles, int sm_count) {
   return std::min(best, decode_ksplit_cap());
 }
 
+// Warps of an mma_tile16 CTA (a multiple of ksplit, 4 .. 8): the count that gives the busiest SM the
+// fewest warps of work, W x ceil(CTAs / SMs) (CTAs of equal work, handed out breadth-first), the
+// largest on ties. 28672 x 8192 at ksplit 1: 8 warps make 224 CTAs, two on 92 SMs and one on 40
+// (16 warps against a mean of 13.6); 7 make 256 CTAs, two on 124 SMs (14).
+int choose_tile16_warps(const Caps& caps, int ksplit, int sm_count) {
+  const int64_t groups = (caps.n + kMmaTile - 1) / kMmaTile * ksplit;  // warps of work
+  const int64_t sms = std::max(sm_count, 1);
+  if (const int forced = decode_cta_warps(); forced > 0 && forced % ksplit == 0) return forced;
+  int best = kWarps;
+  int64_t best_load = 0;
+  for (int w = kWarps; w >= 4; --w) {
+    if (w % ksplit != 0) continue;
+    const int64_t ctas = (groups + w - 1) / w;
+    const int64_t load = w * ((ctas + sms - 1) / sms);
+    if (w == kWarps || load < best_load) best = w, best_load = load;
+  }
+  return best;
+}
+
 // Warps per row group (split-K inside the CTA): the smallest split giving at least 4 CTAs per SM, as
 // long as every lane of every slice still gets a run.
 int choose_ksplit(int64_t n, int64_t k, int rows, int sm_count) {
@@ -446,7 +465,10 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
     const int tiles = mma_token_tiles(bucket);
     p.ksplit = choose_mma_ksplit(caps, tiles, sms);
     p.spec = make_mma_spec(caps, tiles);
-    const int64_t rows_per_cta = static_cast<int64_t>(kWarps / p.ksplit) * kMmaTile;
+    const bool t16 = tile16(caps) && !is_iq2_format(caps.format);
+    const int warps = t16 ? choose_tile16_warps(caps, p.ksplit, sms) : kWarps;
+    p.block = dim3(32 * warps);
+    const int64_t rows_per_cta = static_cast<int64_t>(warps / p.ksplit) * kMmaTile;
     p.grid = dim3(static_cast<unsigned>((caps.n + rows_per_cta - 1) / rows_per_cta));
     if (is_iq2_format(caps.format)) {
       const int f = static_cast<int>(caps.format);
@@ -455,9 +477,9 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
                               ", stages=", device::kIq2Stages, ", grid=", p.grid.x, "x", kThreads, "}");
     } else if (tile16(caps)) {
       const int f = static_cast<int>(caps.format);
-      p.smem_bytes = static_cast<size_t>(device::tile16_smem_bytes(f, tiles));
+      p.smem_bytes = static_cast<size_t>(device::tile16_smem_bytes(f, tiles)) / kWarps * warps;
       p.name = detail::concat("decode.mma_tile16{tokens=", 8 * tiles, ", ksplit=", p.ksplit,
-                              ", stages=", device::tile16_stages(f, tiles), ", grid=", p.grid.x, "x", kThreads, "}");
+                              ", stages=", device::tile16_stages(f, tiles), ", grid=", p.grid.x, "x", p.block.x, "}");
     } else {
       p.name = detail::concat("decode.mma{tokens=", 8 * tiles, ", ksplit=", p.ksplit, ", grid=", p.grid.x, "x",
                               kThreads, "}");

@@ -46,6 +46,10 @@ inline int prefill_tokens_cap() { return env_choice("B12X_PREFILL_TOKENS_PER_CTA
 // traffic (fewer splits: more tiles per CTA sharing x).
 inline int decode_ksplit_cap() { return env_choice("B12X_DECODE_KSPLIT", {1, 2, 4, 8}, 8); }
 
+// B12X_DECODE_CTA_WARPS (4 .. 8; unset: 0, choose_tile16_warps' choice): the warps of an mma_tile16
+// CTA wherever the plan's ksplit divides it, for A/B measurements of the load balance over SMs.
+inline int decode_cta_warps() { return env_choice("B12X_DECODE_CTA_WARPS", {4, 5, 6, 7, 8}, 0); }
+
 // (largest M, tokens per tile) in order, the last one ending at max_tokens. row_tiles: the
 // weight's 128-row tiles (ceil(N / 128)); widest: 128 or 256.
 inline std::vector<std::pair<int64_t, int>> tile_buckets(std::vector<std::pair<int64_t, int>> all, int widest,

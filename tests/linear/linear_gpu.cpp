@@ -220,9 +220,10 @@ TEST_F(LinearGpu, Tile16EveryFormatAndTokenCountMatchesReference) {
     }
 }
 
-// ksplit 1, which choose_mma_ksplit takes at large N (28672 x 8192: 224 CTAs): each warp walks a
-// tile's whole K, its ring wrapping many times, and eight tiles share a CTA. N = 304: 19 tiles, the
-// last CTA's tiles 19..23 past N; K = 3104 ends in a partial step for every format.
+// ksplit 1, which choose_mma_ksplit takes at large N (28672 x 8192: one warp per tile): each warp
+// walks a tile's whole K, its ring wrapping many times, in CTAs of 4 (choose_tile16_warps' choice
+// here), 5, 7 or 8 warps. N = 304: 19 tiles, the last CTA's last tiles past N; K = 3104 ends in a
+// partial step for every format.
 TEST_F(LinearGpu, Tile16OneWarpPerTileMatchesReference) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -235,12 +236,17 @@ TEST_F(LinearGpu, Tile16OneWarpPerTileMatchesReference) {
     const PackedWeight p = random_weight(f, caps.n, caps.k, rng);
     const DeviceWeight w = device_weight(p, WeightLayout::tile16);
     const HostTensor bias = random_tensor(rng, DType::f32, {caps.n});
-    const linear::Plan plan = linear::plan(caps);
-    for (int64_t m : {1, 5, 8, 16}) {
-      ASSERT_EQ(plan.path_for(m).ksplit, 1) << plan.path_for(m).name;
-      const HostTensor x = random_tensor(rng, DType::bf16, {m, caps.k});
-      const std::vector<uint8_t> y = run_on_device(plan, x, w, &bias);
-      expect_matches_reference(y, DType::f32, x.view(), p, bias.view(), label(caps, m) + " via " + plan.path_for(m).name);
+    for (const char* warps : {"", "5", "7", "8"}) {
+      const test::ScopedEnv cta_warps("B12X_DECODE_CTA_WARPS", *warps ? warps : nullptr);
+      const linear::Plan plan = linear::plan(caps);
+      for (int64_t m : {1, 5, 8, 16}) {
+        const linear::PlanPath& path = plan.path_for(m);
+        ASSERT_EQ(path.ksplit, 1) << path.name;
+        ASSERT_EQ(path.block.x, 32u * (*warps ? std::stoi(warps) : 4)) << path.name;
+        const HostTensor x = random_tensor(rng, DType::bf16, {m, caps.k});
+        const std::vector<uint8_t> y = run_on_device(plan, x, w, &bias);
+        expect_matches_reference(y, DType::f32, x.view(), p, bias.view(), label(caps, m) + " via " + path.name);
+      }
     }
   }
 }

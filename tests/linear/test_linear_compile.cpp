@@ -470,7 +470,8 @@ TEST(LinearCompile, Tile16WeightsUseTheTile16KernelAtEveryTokenCount) {
         const int ctas = iq2 ? 2 : dev::tile16_min_blocks(static_cast<int>(info.format), t <= 8 ? 1 : 2);
         EXPECT_GT(p.smem_bytes, 0u);
         EXPECT_LE(ctas * (p.smem_bytes + 8 * 4 * 4 * 32 * (t <= 8 ? 1 : 2) + 1024 + 1024), 228u * 1024) << p.name;
-        const int64_t rows_per_cta = (8 / p.ksplit) * 16;
+        const int64_t rows_per_cta = (p.block.x / 32 / p.ksplit) * 16;
+        EXPECT_EQ(p.block.x % (32 * p.ksplit), 0u) << p.name;
         EXPECT_EQ(p.grid.x, static_cast<unsigned>((caps.n + rows_per_cta - 1) / rows_per_cta));
       }
     }
@@ -535,7 +536,7 @@ TEST(LinearCompile, AutomaticPicksMmaWhereItServesTheFormat) {
 }
 
 // mma_tile16's K split: the smallest giving 1.5 CTAs per SM (choose_mma_ksplit). 28672 x 8192
-// (1792 tiles): one warp per tile, 224 CTAs, at one or two token tiles and for every format;
+// (1792 tiles): one warp per tile, at one or two token tiles and for every format;
 // 4096 x 14336 (256 tiles): 8 warps per tile, 256 CTAs; 8192 x 8192: 4 warps, 256 CTAs.
 TEST(LinearCompile, Tile16KsplitGivesOneAndAHalfCtasPerSm) {
   for (Format f : {Format::fp8_tensor, Format::fp8_block, Format::mxfp8, Format::nvfp4, Format::mxfp4, Format::q8_0}) {
@@ -545,20 +546,23 @@ TEST(LinearCompile, Tile16KsplitGivesOneAndAHalfCtasPerSm) {
       c.layout = WeightLayout::tile16;
       return c;
     };
-    for (int64_t m : {1, 8, 16}) {
+    for (int64_t m : {1, 8, 16}) {  // 7 warps per CTA (choose_tile16_warps): 256 CTAs
       const linear::PlanPath p = linear::plan_path(tile16_caps(28672, 8192), m, 132);
       EXPECT_EQ(p.ksplit, 1) << p.name;
-      EXPECT_EQ(p.grid.x, 224u) << p.name;
+      EXPECT_EQ(p.block.x, 224u) << p.name;
+      EXPECT_EQ(p.grid.x, 256u) << p.name;
     }
     EXPECT_EQ(linear::plan_path(tile16_caps(4096, 14336), 1, 132).ksplit, 8);
     EXPECT_EQ(linear::plan_path(tile16_caps(8192, 8192), 4, 132).ksplit, 4);
     EXPECT_EQ(linear::plan_path(tile16_caps(8192, 8192), 4, 132).grid.x, 256u);
+    EXPECT_EQ(linear::plan_path(tile16_caps(8192, 8192), 4, 132).block.x, 256u);
     EXPECT_EQ(linear::plan_path(tile16_caps(4096, 14336), 1, 8).ksplit, 1);  // 32 CTAs on 8 SMs
   }
 }
 
 // B12X_DECODE_KSPLIT caps the decode mma kernels' K split (an A/B knob): 4096 x 14336 at one token
-// splits each tile's K over 8 warps (256 CTAs); capped at 2, four tiles share a CTA (64 CTAs).
+// splits each tile's K over 8 warps (256 CTAs); capped at 2, two tiles share a CTA of 4 warps (128
+// CTAs, choose_tile16_warps: 4 warps of work on the busiest SM against 8 with 64 CTAs of 8 warps).
 TEST(LinearCompile, DecodeKsplitEnvCapsTheMmaSplit) {
   auto caps = make_caps(Format::fp8_tensor, 4096, 14336, 16);
   caps.layout = WeightLayout::tile16;
@@ -569,8 +573,17 @@ TEST(LinearCompile, DecodeKsplitEnvCapsTheMmaSplit) {
     const test::ScopedEnv cap("B12X_DECODE_KSPLIT", "2");
     const linear::PlanPath p = linear::plan_path(caps, 1, 132);
     EXPECT_EQ(p.ksplit, 2) << p.name;
-    EXPECT_EQ(p.grid.x, 64u) << p.name;
+    EXPECT_EQ(p.block.x, 128u) << p.name;
+    EXPECT_EQ(p.grid.x, 128u) << p.name;
     EXPECT_NE(p.name.find("ksplit=2"), std::string::npos) << p.name;
+    const test::ScopedEnv warps("B12X_DECODE_CTA_WARPS", "8");  // forced: four tiles per CTA
+    EXPECT_EQ(linear::plan_path(caps, 1, 132).grid.x, 64u);
+    const test::ScopedEnv odd("B12X_DECODE_CTA_WARPS", "5");  // not a multiple of ksplit: the choice
+    EXPECT_EQ(linear::plan_path(caps, 1, 132).grid.x, 128u);
+  }
+  {
+    const test::ScopedEnv warps("B12X_DECODE_CTA_WARPS", "9");
+    expect_bad_argument([&] { linear::plan_path(caps, 1, 132); }, "B12X_DECODE_CTA_WARPS");
   }
   {
     const test::ScopedEnv cap("B12X_DECODE_KSPLIT", "16");  // not a split the kernels take

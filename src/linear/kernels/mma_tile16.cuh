@@ -47,7 +47,7 @@ constexpr int tile16_stages(int format, int token_tiles) {
              ? 8
              : tile16_warp_smem_budget(format, token_tiles) / tile16_stage_bytes(format, token_tiles);
 }
-// Dynamic shared memory of a CTA.
+// Dynamic shared memory of a CTA of kMmaWarps warps (a smaller CTA: its share, per warp).
 constexpr int tile16_smem_bytes(int format, int token_tiles) {
   return kMmaWarps * tile16_stages(format, token_tiles) * tile16_stage_bytes(format, token_tiles);
 }
@@ -178,7 +178,8 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
 
   const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
   const int group = warp / ksplit, slice = warp - group * ksplit;
-  const long long tile = static_cast<long long>(blockIdx.x) * (kMmaWarps / ksplit) + group;
+  // blockDim.x: 32 x (4 .. 8) warps, a multiple of ksplit (choose_tile16_warps balances the SMs).
+  const long long tile = static_cast<long long>(blockIdx.x) * (static_cast<int>(blockDim.x >> 5) / ksplit) + group;
   const bool live_tile = tile * 16 < n;  // the grid's last CTA may have groups past N
   MmaLane l;
   l.g = lane >> 2, l.t = lane & 3;
