@@ -60,7 +60,9 @@ class Kernel {
  public:
   Kernel(void* function, std::string key, std::string describe) : fn_(function), key_(std::move(key)), describe_(std::move(describe)) {}
   // Launches on `stream`; args are pointers to the kernel's parameters (cuLaunchKernel convention).
-  // Raises the dynamic shared-memory limit once when smem_bytes > 48 KiB. With B12X_TIMING=1 the GPU
+  // Raises the kernel's dynamic shared-memory limit to smem_bytes whenever it grows (always, not only
+  // past 48 KiB: the default limit counts the kernel's static shared memory too, so 48 KiB of
+  // dynamic memory next to any static buffer fails to launch without it). With B12X_TIMING=1 the GPU
   // time is measured with events and logged (skipped while the stream is capturing). cluster: the
   // thread-block cluster shape (grid a multiple of it); (1, 1, 1) launches without clusters.
   void launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, void** args,
@@ -71,7 +73,7 @@ class Kernel {
  private:
   void* fn_;  // CUfunction
   std::string key_, describe_;
-  mutable std::atomic<size_t> smem_limit_set_{48 * 1024};
+  mutable std::atomic<size_t> smem_limit_set_{0};
 };
 
 // In-memory hit -> the loaded kernel. Miss -> freeze / capture check (throws
