@@ -557,6 +557,12 @@ TEST(LinearCompile, Tile16KsplitGivesOneAndAHalfCtasPerSm) {
     EXPECT_EQ(linear::plan_path(tile16_caps(8192, 8192), 4, 132).grid.x, 256u);
     EXPECT_EQ(linear::plan_path(tile16_caps(8192, 8192), 4, 132).block.x, 256u);
     EXPECT_EQ(linear::plan_path(tile16_caps(4096, 14336), 1, 8).ksplit, 1);  // 32 CTAs on 8 SMs
+    // choose_tile16_warps: 57344 x 8192, 3584 tiles: 7 warps (512 CTAs, 28 warps of work on the
+    // busiest SM against 32 with 8); 128256 x 4096, 8016 tiles: 7 would give 63 against 64, under 5%.
+    EXPECT_EQ(linear::plan_path(tile16_caps(57344, 8192), 1, 132).block.x, 224u);
+    EXPECT_EQ(linear::plan_path(tile16_caps(57344, 8192), 1, 132).grid.x, 512u);
+    EXPECT_EQ(linear::plan_path(tile16_caps(128256, 4096), 1, 132).block.x, 256u);
+    EXPECT_EQ(linear::plan_path(tile16_caps(128256, 4096), 1, 132).grid.x, 1002u);
   }
 }
 
