@@ -241,8 +241,10 @@ KernelSpec make_mma_spec(const Caps& caps, int token_tiles) {
 //   28672 x 8192 (1792 / 896 / 448 / 224 CTAs): FP8 M = 8 107.2 / 110.6 / 115.0 / 94.8 us, NVFP4 (2
 //   CTAs per SM) 96.2 / 93.7 / 87.7 / 79.3; at 4096 x 14336 (256 tiles) ksplit 8's 256 CTAs won and
 //   ksplit 4's 128 (about one per SM) lost 10-40%.
-// - mma (checkpoint layout; not remeasured): at least 8 CTAs per SM at one token tile, 3 at two
-//   (H200: M = 16, 28672 x 8192 fp8 took 113 us with 448 CTAs and 171 us with 1792).
+// - mma (checkpoint layout): at least 8 CTAs per SM at one token tile, 3 at two (H200: M = 16,
+//   28672 x 8192 fp8 took 113 us with 448 CTAs and 171 us with 1792). Its own sweep (H100,
+//   2026-12-06) kept it: BF16 M = 1 28672 x 8192 164.1 / 168.7 / 185.6 / 183.5 us at ksplit 8 / 4 /
+//   2 / 1; FP8 / NVFP4 within +-4% of the best, MXFP8 7% behind ksplit 4.
 int choose_mma_ksplit(const Caps& caps, int token_tiles, int sm_count) {
   const int64_t tiles = (caps.n + kMmaTile - 1) / kMmaTile;
   const int runs_per_step = mma_runs_per_step(caps.format, token_tiles);
