@@ -18,7 +18,9 @@
 // fragments, scale handling, rounding and NaN tracking).
 // Split-K: the ksplit warps of a tile take contiguous ranges of steps (mma.cuh interleaves them) and
 // sum in slice order, so sums can differ from mma.cuh's by rounding; one-hot x gives every weight
-// bit-exactly in both (tests/linear).
+// bit-exactly in both (tests/linear). The plan picks ksplit (as few as keep 1.5 CTAs per SM: every
+// split re-reads x) and the CTA's warps (4..8, a multiple of ksplit, balancing the SMs):
+// choose_mma_ksplit / choose_tile16_warps in linear.cpp.
 #pragma once
 #include "device/smem.cuh"
 #include "formats/kernels/tile16.cuh"
