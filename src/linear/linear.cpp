@@ -271,7 +271,7 @@ int choose_mma_ksplit(const Caps& caps, int token_tiles, int sm_count) {
 // fewer tiles (more x traffic), which is why a small gain is not taken. 28672 x 8192 at ksplit 1: 8
 // warps make 224 CTAs, two on 92 SMs and one on 40 (16 warps against a mean of 13.6); 7 make 256
 // CTAs, two on 124 SMs (14). H100, 2026-12-06: 57344 x 8192 (448 -> 512 CTAs, 32 -> 28 warps)
-// 4-18% faster; 128256 x 4096 (64 -> 63) 1-4% slower for FP4 / MXFP8, hence the 5%.
+// 3.6-17% faster; 128256 x 4096 (64 -> 63) 1-4% slower for FP4 / MXFP8, hence the 5%.
 int choose_tile16_warps(const Caps& caps, int ksplit, int sm_count) {
   const int64_t groups = (caps.n + kMmaTile - 1) / kMmaTile * ksplit;  // warps of work
   const int64_t sms = std::max(sm_count, 1);
