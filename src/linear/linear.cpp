@@ -253,8 +253,11 @@ int choose_mma_ksplit(const Caps& caps, int token_tiles, int sm_count) {
   // slots busy, 1.06 eligible warps per scheduler), so long-lived warps that fill the codebook and the
   // ring once win: 28672 x 8192 IQ2_XXS M = 1 / 8 74.2 / 85.2 us at ksplit 8 -> 67.0 / 65.1 at ksplit 1,
   // IQ2_XS 107.9 / 115.6 -> 85.3 / 88.7 (2 CTAs per SM target: in between).
-  const int64_t half_ctas_per_sm = is_iq2_format(caps.format) ? 2 : tile16(caps) ? 3 : token_tiles == 1 ? 16 : 6;
-  const int64_t target_ctas = (half_ctas_per_sm * std::max(sm_count, 1) + 1) / 2;
+  const int64_t sms = std::max(sm_count, 1);
+  const int64_t target_ctas = is_iq2_format(caps.format) ? sms
+                              : tile16(caps)             ? (3 * sms + 1) / 2
+                              : token_tiles == 1         ? 8 * sms
+                                                         : 3 * sms;
   int best = 1;
   for (int s : {1, 2, 4, 8}) {
     if (s > 1 && steps < 2 * s) break;
@@ -280,8 +283,11 @@ int choose_tile16_warps(const Caps& caps, int ksplit, int sm_count) {
   const int64_t full = load(kWarps);
   int best = kWarps;
   int64_t best_load = full;
-  for (int w = kWarps - 1; w >= 4; --w)
-    if (w % ksplit == 0 && 20 * load(w) <= 19 * full && load(w) < best_load) best = w, best_load = load(w);
+  for (int w = kWarps - 1; w >= 4; --w) {
+    if (w % ksplit != 0) continue;
+    const int64_t l = load(w);
+    if (20 * l <= 19 * full && l < best_load) best = w, best_load = l;
+  }
   return best;
 }
 
@@ -480,7 +486,7 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
                               ", stages=", device::kIq2Stages, ", grid=", p.grid.x, "x", kThreads, "}");
     } else if (tile16(caps)) {
       const int f = static_cast<int>(caps.format);
-      p.smem_bytes = static_cast<size_t>(device::tile16_smem_bytes(f, tiles)) / kWarps * warps;
+      p.smem_bytes = static_cast<size_t>(device::tile16_smem_bytes(f, tiles, warps));
       p.name = detail::concat("decode.mma_tile16{tokens=", 8 * tiles, ", ksplit=", p.ksplit,
                               ", stages=", device::tile16_stages(f, tiles), ", grid=", p.grid.x, "x", p.block.x, "}");
     } else {

@@ -49,9 +49,9 @@ constexpr int tile16_stages(int format, int token_tiles) {
              ? 8
              : tile16_warp_smem_budget(format, token_tiles) / tile16_stage_bytes(format, token_tiles);
 }
-// Dynamic shared memory of a CTA of kMmaWarps warps (a smaller CTA: its share, per warp).
-constexpr int tile16_smem_bytes(int format, int token_tiles) {
-  return kMmaWarps * tile16_stages(format, token_tiles) * tile16_stage_bytes(format, token_tiles);
+// Dynamic shared memory of a CTA of `warps` warps (choose_tile16_warps: 4 .. kMmaWarps).
+constexpr int tile16_smem_bytes(int format, int token_tiles, int warps = kMmaWarps) {
+  return warps * tile16_stages(format, token_tiles) * tile16_stage_bytes(format, token_tiles);
 }
 
 }  // namespace b12x::device
