@@ -7,11 +7,8 @@
 # and run its GPU tests when python3 there imports torch); googletest's own GTEST_FILTER narrows the
 # C++ GPU test binaries (e.g. GTEST_FILTER='LinearFp8Gpu.*' with GPU_TEST_FILTER=gpu.linear); BENCH_COMPARE_ENV
 # (e.g. "B12X_CLUSTERS=1") runs the same benchmarks a second time with those variables set, rows in
-# bench-compare.csv, and scripts/bench_compare.py's table of the two: an A/B of a switch in one call.
-# BENCH_BASE (a folder holding another source tree, e.g. scripts/bench-base.sh main: .bench-base,
-# carried with the call) builds that tree's CLI too and runs the same benchmarks with it first
-# (bench-base.csv), then the table base -> this tree: an A/B of two commits on one machine in one
-# call. BENCH_SHAPES (MxNxK,...) replaces the suites' default shapes in every bench run. Python test packages the machine lacks
+# bench-compare.csv, and scripts/bench_compare.py's table of the two: an A/B of a switch in one call
+# (an A/B of commits: scripts/ab-prepare.sh and scripts/ab-run.sh). BENCH_SHAPES (MxNxK,...) replaces the suites' default shapes in every bench run. Python test packages the machine lacks
 # travel as wheels in .whl (carry it): gguf, for tests/oracle.py.
 # The device call returns at most 8 files from $OUT: the logs are written to a work folder and
 # packed into $OUT/gpu-check.tgz at the end (also when a `timeout` stops the script), with the
@@ -44,14 +41,6 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-
-if [[ -n "${BENCH_BASE:-}" ]]; then  # the baseline's CLI first (same options), while nothing else runs
-  step "build $BENCH_BASE"
-  cmake -S "$BENCH_BASE" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DB12X_TORCH=OFF \
-    -DPython3_EXECUTABLE="$(command -v python3)" >"$out/configure-base.log" 2>&1 \
-    && cmake --build build-base -j "$(nproc)" --target b12x_cli >"$out/build-base.log" 2>&1 \
-    || { echo "baseline build failed"; tail -20 "$out/build-base.log"; status=1; }
 fi
 
 step "build"
@@ -88,21 +77,11 @@ if ((sanitize)); then
 fi
 
 if [[ -x build-gpu/b12x ]] && build-gpu/b12x bench --help >/dev/null 2>&1; then
-  if [[ -n "${BENCH_BASE:-}" && -x build-base/b12x ]]; then
-    step "bench of $BENCH_BASE"
-    timeout "$(left)" build-base/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} \
-      ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"} --csv "$out/bench-base.csv" 2>&1 | tee "$out/bench-base.log" | tail -40
-    [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
-  fi
   step "bench"
   timeout "$(left)" build-gpu/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} \
     ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"} --json "$out/bench.json" --csv "$out/bench.csv" --plot "$out/bench.png" 2>&1 \
     | tee "$out/bench.log" | tail -70
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
-  if [[ -f "$out/bench-base.csv" ]]; then
-    step "A/B: $BENCH_BASE -> this tree"
-    python3 scripts/bench_compare.py "$out/bench-base.csv" "$out/bench.csv" || true
-  fi
   if [[ -n "${BENCH_COMPARE_ENV:-}" ]]; then
     step "bench with $BENCH_COMPARE_ENV"
     timeout "$(left)" env $BENCH_COMPARE_ENV build-gpu/b12x bench --suite "${BENCH_SUITES:-quick}" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} \
