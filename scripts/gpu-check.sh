@@ -8,7 +8,8 @@
 # C++ GPU test binaries (e.g. GTEST_FILTER='LinearFp8Gpu.*' with GPU_TEST_FILTER=gpu.linear); BENCH_COMPARE_ENV
 # (e.g. "B12X_CLUSTERS=1") runs the same benchmarks a second time with those variables set, rows in
 # bench-compare.csv, and scripts/bench_compare.py's table of the two: an A/B of a switch in one call
-# (an A/B of commits: scripts/ab-prepare.sh and scripts/ab-run.sh). BENCH_SHAPES (MxNxK,...) replaces the suites' default shapes in every bench run. Python test packages the machine lacks
+# (an A/B of commits: scripts/ab-prepare.sh and scripts/ab-run.sh). BENCH_SHAPES (MxNxK,...)
+# replaces the suites' default shapes in every bench run. Python test packages the machine lacks
 # travel as wheels in .whl (carry it): gguf, for tests/oracle.py.
 # The device call returns at most 8 files from $OUT: the logs are written to a work folder and
 # packed into $OUT/gpu-check.tgz at the end (also when a `timeout` stops the script), with the

@@ -50,7 +50,7 @@ constexpr int tile16_stages(int format, int token_tiles) {
              : tile16_warp_smem_budget(format, token_tiles) / tile16_stage_bytes(format, token_tiles);
 }
 // Dynamic shared memory of a CTA of `warps` warps (choose_tile16_warps: 4 .. kMmaWarps).
-constexpr int tile16_smem_bytes(int format, int token_tiles, int warps = kMmaWarps) {
+constexpr int tile16_smem_bytes(int format, int token_tiles, int warps) {
   return warps * tile16_stages(format, token_tiles) * tile16_stage_bytes(format, token_tiles);
 }
 
@@ -160,7 +160,7 @@ B12X_DEV void tile16_read(const unsigned char* stage, const MmaLane& l, long lon
 }  // namespace device
 
 // Arguments as linear_mma_kernel's, with the weight in the tile16 layout (n % 16 == 0; data and the
-// MX / NVFP4 scale 16-byte aligned); dynamic shared memory tile16_smem_bytes(kFormat, kNT).
+// MX / NVFP4 scale 16-byte aligned); dynamic shared memory tile16_smem_bytes(kFormat, kNT, warps of the CTA).
 template <int kFormat, int kNT, int kAct, int kOut>
 __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks(kFormat, kNT))
     linear_mma_tile16_kernel(const unsigned char* __restrict__ x, const unsigned char* __restrict__ data,
