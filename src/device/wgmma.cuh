@@ -179,6 +179,11 @@ B12X_DEV void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Arrival on named barrier `id` without waiting (the other threads of its `threads` bar.sync on it).
+B12X_DEV void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Split-K over CTAs, once the 256 consumer threads (named barrier 1; ctid 0..255) have stored this
 // CTA's partial tile: whether it is the last of `splits` CTAs to count itself in *counter (zeroed
 // before the launch), which then sums every partial. The first fence orders this CTA's stores

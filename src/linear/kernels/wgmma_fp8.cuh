@@ -223,6 +223,21 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
     b = wgmma_desc_sw128(st + kXOff + 32 * kk);
   };
 
+  // Promoted modes: the two consumer warpgroups take turns to issue their wgmma groups (named
+  // barriers 2 and 3: warpgroup c waits on 2 + c, then passes the turn on 3 - c), so the tensor cores,
+  // which run the groups in issue order, work on one warpgroup's group while the other waits for its
+  // own and promotes it. Without the order both warpgroups issue at the same moments, their groups
+  // finish together and both promote while the tensor cores idle.
+  constexpr bool kTurns = !kFast;
+  bool turn_taken = false;
+  auto take_turn = [&] {
+    if (kTurns && (cw == 1 || turn_taken)) named_barrier(2 + cw, 256);
+    turn_taken = true;
+  };
+  auto pass_turn = [&] {
+    if (kTurns) named_barrier_arrive(3 - cw, 256);
+  };
+
   int it = 0;
   for (int u = first(); u < units(); u += step()) {
     int w_blk, m_blk, kb0, kb1;
@@ -302,12 +317,14 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
         const float sw = kBlock ? ld_f32(w_scale + (static_cast<long long>(w_blk) * kcols + kb)) : 1.0f;
         B12X_UNROLL
         for (int h = 0; h < 2; ++h) {
+          take_turn();
           wgmma_fence_regs(part);
           wgmma_fence();
           B12X_UNROLL
           for (int kk = 0; kk < kF8StageK / 32; ++kk)
             wgmma_fp8_rs_n128(part, a[kk], wgmma_desc_sw128(st + kXOff + h * 128 * kF8StageK + 32 * kk), kk > 0);
           wgmma_commit();
+          pass_turn();
           wgmma_wait<0>();
           promote(part, 128 * h, s, sw);
         }
@@ -327,8 +344,10 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
         const int s0 = it % kS, s1 = (it + 1) % kS;
         mbar_wait(full(s0), (it / kS) & 1);
         mbar_wait(full(s1), ((it + 1) / kS) & 1);
+        take_turn();
         issue(pa, s0, false);
         issue(pb, s1, false);
+        pass_turn();
         // kFp8Block: the blocks' weight scales (the tile's 128 rows are one block row), loaded while
         // the wgmma run.
         const float sw0 = kBlock ? ld_f32(sw_row + j) : 1.0f;
@@ -422,6 +441,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       }
     }
   }
+  if (kTurns && cw == 0 && turn_taken) named_barrier(2, 256);  // warpgroup 1's last pass_turn
   cluster_exit_sync<kCluster>();
 #else
   (void)w_map, (void)x_map, (void)w_scale, (void)w_scale2, (void)x_scale, (void)bias, (void)bias_code, (void)y, (void)m,
