@@ -79,12 +79,13 @@ constexpr bool fp8_valid_config(int mode, int bn, bool fast) {
 }
 
 // A stage: the W box (128 rows x 128 bytes), the x box (kBN rows x 128 bytes), then (kFp8Block) the
-// kBN x scales of its K block; 1024-byte aligned for the swizzle.
+// kBN x scales of its K block and the tile's weight scale of that block (float kBN, 16 bytes kept);
+// 1024-byte aligned for the swizzle.
 constexpr int fp8_w_bytes() { return kF8Rows * kF8StageK; }
 constexpr int fp8_x_bytes(int bn) { return bn * kF8StageK; }
 constexpr int fp8_scale_offset(int bn) { return fp8_w_bytes() + fp8_x_bytes(bn); }
 constexpr int fp8_stage_bytes(int mode, int bn) {
-  return (fp8_scale_offset(bn) + (mode == kFp8Block ? 4 * bn : 0) + 1023) / 1024 * 1024;
+  return (fp8_scale_offset(bn) + (mode == kFp8Block ? 4 * bn + 16 : 0) + 1023) / 1024 * 1024;
 }
 // Barriers (full[S], empty[S]) and the split-K flag after the ring; 1024 bytes of alignment slack.
 constexpr int fp8_stages(int mode, int bn) {
@@ -188,8 +189,11 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
             tma_load_2d(smem_u32(st), &w_map, kF8StageK * kb, kF8Rows * w_blk, full(s));
             tma_load_2d_shared<kCluster>(smem_u32(st + kXOff), &x_map, kF8StageK * kb, kBN * m_blk, kBN, kF8StageK,
                                          full(s), rank);
-          } else {  // the stage's x scales: token m_blk * kBN + i at float i (0 past m), by cp.async
+          } else {  // the stage's x scales: token m_blk * kBN + i at float i (0 past m), by cp.async,
+                    // then the weight scale sw[w_blk][kb] at float kBN (read by the promotion in shared
+                    // memory: a global load per block in the consumers is latency they wait for)
             const unsigned sc = smem_u32(st + kScOff);
+            if (lane == 0) cp_async_4_zfill(sc + 4 * kBN, w_scale + (static_cast<long long>(w_blk) * kcols + kb), true);
 #pragma unroll 4  // (fully unrolled, 256 tokens spill the producer's 40 registers)
             for (int i = lane; i < kBN; i += 32) {
               const int tok = kBN * m_blk + i;
@@ -260,6 +264,10 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
     };
     // A 128-K block's sum p (tokens base .. base + 2 kP: promoted tiles' whole tile, or a 256-token
     // tile's half) added into acc[base / 2 ..] (kFp8Block: times sw * sx[token]); s: the block's stage.
+    // kFp8Block: the block's weight scale, which the producer put after the stage's x scales.
+    auto stage_sw = [&](int s) {
+      return kBlock ? reinterpret_cast<const float*>(ring + s * kStage + kScOff)[kBN] : 1.0f;
+    };
     auto promote = [&](auto& p, int base, int s, float sw) {
       constexpr int kP = static_cast<int>(sizeof(p) / sizeof(float));
       float* d = acc + base / 2;
@@ -299,7 +307,6 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       // acc[64 h ..] once done. While one warpgroup promotes, the other's wgmma keep the tensor cores
       // busy.
       float part[64];
-      const int kcols = (k + 127) >> 7;  // sw's row of the tile's block: w_blk * kcols (read per block)
       // This lane's ldmatrix row: matrices (rows 0-7, 8-15 of the warp's 16) x (k bytes 0-15, 16-31)
       // of a k32 step; the W box is 128-byte rows with the 16-byte chunks swizzled by row & 7.
       // Chunk (2 kk + hi) ^ (row & 7) = (2 kk ^ (row & 6)) + ((hi ^ row) & 1) x 16 bytes.
@@ -314,7 +321,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
         B12X_UNROLL
         for (int kk = 0; kk < kF8StageK / 32; ++kk)
           ldsm_x4(a[kk], st + lbase + (((2u * kk) ^ lswz) << 4));
-        const float sw = kBlock ? ld_f32(w_scale + (static_cast<long long>(w_blk) * kcols + kb)) : 1.0f;
+        const float sw = stage_sw(s);
         B12X_UNROLL
         for (int h = 0; h < 2; ++h) {
           take_turn();
@@ -338,8 +345,6 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       // before being read (C7514). An odd last block is paired with a second load of itself, whose
       // sum is not promoted.
       float pa[kBN / 2], pb[kBN / 2];
-      const long long kcols = (k + 127) >> 7;
-      const float* sw_row = kBlock ? w_scale + static_cast<long long>(w_blk) * kcols : nullptr;
       for (int j = kb0; j < kb1; j += 2, it += 2) {
         const int s0 = it % kS, s1 = (it + 1) % kS;
         mbar_wait(full(s0), (it / kS) & 1);
@@ -348,15 +353,11 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
         issue(pa, s0, false);
         issue(pb, s1, false);
         pass_turn();
-        // kFp8Block: the blocks' weight scales (the tile's 128 rows are one block row), loaded while
-        // the wgmma run.
-        const float sw0 = kBlock ? ld_f32(sw_row + j) : 1.0f;
-        const float sw1 = kBlock ? ld_f32(sw_row + (j + 1 < kb1 ? j + 1 : j)) : 1.0f;
         wgmma_wait<1>();  // pa's group is done
-        promote(pa, 0, s0, sw0);
+        promote(pa, 0, s0, stage_sw(s0));
         release(s0);
         wgmma_wait<0>();
-        if (j + 1 < kb1) promote(pb, 0, s1, sw1);
+        if (j + 1 < kb1) promote(pb, 0, s1, stage_sw(s1));
         release(s1);
       }
     }
