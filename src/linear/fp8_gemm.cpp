@@ -301,7 +301,10 @@ void run(const Binding& b, cudaStream_t stream) {
   int splits = w.splits;
   float* partials = b.partials;
   unsigned* counters = b.counters;
-  void* args[] = {w_map, x_map, &w_scale, &w_scale2, &x_scale, &bias, &bias_code, &y, &m, &n, &k, &splits, &partials, &counters};
+  // B12X_FP8_TURNS=0 (read once per process): the promoted modes without the warpgroup turn order.
+  static const int kTurnsEnv = detail::env_string("B12X_FP8_TURNS") == "0" ? 0 : 1;
+  int turns = kTurnsEnv;
+  void* args[] = {w_map, x_map, &w_scale, &w_scale2, &x_scale, &bias, &bias_code, &y, &m, &n, &k, &splits, &partials, &counters, &turns};
   const dim3 grid(grid_of(w.tiles * w.splits, path.cluster, p.sm_count));
   path.kernel->launch(grid, path.block, path.smem_bytes, stream, args, dim3(path.cluster, 1, 1));
 }

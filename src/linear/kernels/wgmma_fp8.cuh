@@ -114,13 +114,15 @@ namespace b12x {
 // floats per unit and one zeroed counter per tile. grid = (min(units, SMs)); dynamic shared memory
 // fp8_smem_bytes(kMode, kBN). kCluster 2 (fp8_cluster_config): splits == 1, an even number of row
 // blocks, x_map's box {128, kBN / 2}, grid = 2 x min(units / 2, SMs / 2) in clusters of (2, 1, 1).
+// turns: 1 (the default) orders the promoted modes' wgmma groups by warpgroup turns (below); 0, from
+// B12X_FP8_TURNS=0, lets both warpgroups issue freely (to measure what the order is worth).
 template <int kMode, int kBN, int kOut, bool kFast, int kCluster = 1>
 __global__ void __launch_bounds__(device::kF8Threads, 1)
     linear_wgmma_fp8_kernel(const __grid_constant__ device::TmaMap w_map, const __grid_constant__ device::TmaMap x_map,
                             const float* __restrict__ w_scale, float w_scale2, const float* __restrict__ x_scale,
                             const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
                             int m, int n, int k, int splits, float* __restrict__ partials,
-                            unsigned* __restrict__ counters) {
+                            unsigned* __restrict__ counters, int turns) {
   using namespace device;
   static_assert(fp8_valid_config(kMode, kBN, kFast), "tokens per tile: 16 .. 256, a power of two");
   static_assert(kCluster == 1 || (kCluster == 2 && fp8_cluster_config(kMode, kBN)),
@@ -232,14 +234,14 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   // which run the groups in issue order, work on one warpgroup's group while the other waits for its
   // own and promotes it. Without the order both warpgroups issue at the same moments, their groups
   // finish together and both promote while the tensor cores idle.
-  constexpr bool kTurns = !kFast;
+  const bool turn_order = !kFast && turns != 0;
   bool turn_taken = false;
   auto take_turn = [&] {
-    if (kTurns && (cw == 1 || turn_taken)) named_barrier(2 + cw, 256);
+    if (turn_order && (cw == 1 || turn_taken)) named_barrier(2 + cw, 256);
     turn_taken = true;
   };
   auto pass_turn = [&] {
-    if (kTurns) named_barrier_arrive(3 - cw, 256);
+    if (turn_order) named_barrier_arrive(3 - cw, 256);
   };
 
   int it = 0;
@@ -442,11 +444,11 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       }
     }
   }
-  if (kTurns && cw == 0 && turn_taken) named_barrier(2, 256);  // warpgroup 1's last pass_turn
+  if (turn_order && cw == 0 && turn_taken) named_barrier(2, 256);  // warpgroup 1's last pass_turn
   cluster_exit_sync<kCluster>();
 #else
   (void)w_map, (void)x_map, (void)w_scale, (void)w_scale2, (void)x_scale, (void)bias, (void)bias_code, (void)y, (void)m,
-      (void)n, (void)k, (void)splits, (void)partials, (void)counters;
+      (void)n, (void)k, (void)splits, (void)partials, (void)counters, (void)turns;
 #endif
 }
 
