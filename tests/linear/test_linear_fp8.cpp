@@ -100,6 +100,9 @@ TEST(LinearFp8, PathsTileTheTokensAndFitSharedMemory) {
         EXPECT_GE(device::fp8_stages(mode, bn), 4) << mode << " " << bn;
         EXPECT_LE(device::fp8_smem_bytes(mode, bn), 227 * 1024) << mode << " " << bn;
         EXPECT_EQ(device::fp8_stage_bytes(mode, bn) % 1024, 0);
+        // fp8_block: the x scales (kBN floats) and the block's weight scale (one float) after W and x.
+        if (mode == device::kFp8Block)
+          EXPECT_GE(device::fp8_stage_bytes(mode, bn), device::fp8_scale_offset(bn) + 4 * bn + 4) << bn;
       }
   EXPECT_TRUE(device::fp8_valid_config(device::kFp8Tensor, 256, false));  // promoted over token halves
   EXPECT_TRUE(device::fp8_valid_config(device::kFp8Block, 256, false));
