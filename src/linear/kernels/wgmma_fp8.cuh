@@ -230,9 +230,9 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   };
 
   // Promoted modes: the two consumer warpgroups take turns to issue their wgmma groups (named
-  // barriers 2 and 3: warpgroup c waits on 2 + c, then passes the turn on 3 - c), so the tensor cores,
-  // which run the groups in issue order, work on one warpgroup's group while the other waits for its
-  // own and promotes it. Without the order both warpgroups issue at the same moments, their groups
+  // barriers 2 and 3: warpgroup c waits on 2 + c, then passes the turn on 3 - c). If the tensor cores
+  // run groups in issue order (the bet, not yet measured: docs/perf/NOTES.md), they work on one
+  // warpgroup's group while the other waits for its own and promotes it. Without the order both warpgroups issue at the same moments, their groups
   // finish together and both promote while the tensor cores idle.
   const bool turn_order = !kFast && turns != 0;
   bool turn_taken = false;
