@@ -206,7 +206,8 @@ void clear_compile_cache(bool disk) {
   }
 }
 
-void Kernel::launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, void** args, dim3 cluster) const {
+void Kernel::launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, void** args, dim3 cluster,
+                    bool programmatic) const {
   const auto& drv = detail::driver();
   CUfunction f = reinterpret_cast<CUfunction>(fn_);
   if (smem_bytes > smem_limit_set_) {
@@ -215,22 +216,31 @@ void Kernel::launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t strea
   }
   const bool clustered = cluster.x * cluster.y * cluster.z > 1;
   auto enqueue = [&] {
-    if (!clustered) {
+    if (!clustered && !programmatic) {
       B12X_CU_CHECK(drv.cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                        static_cast<unsigned>(smem_bytes), reinterpret_cast<CUstream>(stream), args,
                                        nullptr));
       return;
     }
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = cluster.x, attr.value.clusterDim.y = cluster.y, attr.value.clusterDim.z = cluster.z;
+    CUlaunchAttribute attrs[2]{};
+    unsigned n = 0;
+    if (clustered) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attrs[n].value.clusterDim.x = cluster.x, attrs[n].value.clusterDim.y = cluster.y, attrs[n].value.clusterDim.z = cluster.z;
+      ++n;
+    }
+    if (programmatic) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attrs[n].value.programmaticStreamSerializationAllowed = 1;
+      ++n;
+    }
     CUlaunchConfig config{};
     config.gridDimX = grid.x, config.gridDimY = grid.y, config.gridDimZ = grid.z;
     config.blockDimX = block.x, config.blockDimY = block.y, config.blockDimZ = block.z;
     config.sharedMemBytes = static_cast<unsigned>(smem_bytes);
     config.hStream = reinterpret_cast<CUstream>(stream);
-    config.attrs = &attr;
-    config.numAttrs = 1;
+    config.attrs = attrs;
+    config.numAttrs = n;
     B12X_CU_CHECK(drv.cuLaunchKernelEx(&config, f, args, nullptr));
   };
   static const bool timing = detail::env_flag("B12X_TIMING");

@@ -65,8 +65,11 @@ class Kernel {
   // dynamic memory next to any static buffer fails to launch without it). With B12X_TIMING=1 the GPU
   // time is measured with events and logged (skipped while the stream is capturing). cluster: the
   // thread-block cluster shape (grid a multiple of it); (1, 1, 1) launches without clusters.
+  // programmatic: programmatic stream serialization (PDL, sm_90+): the kernel may start while the
+  // stream's previous kernel runs (once that one's CTAs called pdl_launch_dependents or exited), so
+  // it must pdl_wait (src/device/common.cuh) before reading anything that kernel writes.
   void launch(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, void** args,
-              dim3 cluster = dim3(1, 1, 1)) const;
+              dim3 cluster = dim3(1, 1, 1), bool programmatic = false) const;
   const std::string& key() const { return key_; }
   const std::string& describe() const { return describe_; }
 

@@ -28,6 +28,7 @@
 // add (e2m1_code_biased), code signs straight from x's bits (prmt), and flat vector indices are
 // split into (row, column) only for swizzled scales, by a multiply-high (fast_div.cuh).
 #pragma once
+#include "device/common.cuh"
 #include "device/encode.cuh"
 #include "device/fast_div.cuh"
 
@@ -327,6 +328,7 @@ __global__ void __launch_bounds__(kQuantThreads, kQuantMinCtas<kIn>)
                            unsigned char* __restrict__ q, unsigned char* __restrict__ scales, long long rows,
                            int vecs_per_row, long long main_ctas, device::FastDiv row_div) {
   using namespace quant;
+  device::pdl_launch_dependents();  // a GEMM launched behind this kernel may start (it waits for xq)
   static_assert(kAct == kFp8Tensor || kAct == kFp8Block || kAct == kMxfp8, "nvfp4: quantize_nvfp4_kernel");
   static_assert(kSwz == 0 || kAct == kMxfp8, "swizzled scales are byte scales");
   constexpr int kLanes = kGroupLanes<kAct>;
@@ -403,6 +405,7 @@ __global__ void __launch_bounds__(kQuantThreads, kQuantMinCtas<kIn>)
                           unsigned char* __restrict__ q, unsigned char* __restrict__ scales, long long rows,
                           int vecs_per_row, long long main_ctas, device::FastDiv row_div) {
   using namespace quant;
+  device::pdl_launch_dependents();  // a GEMM launched behind this kernel may start (it waits for xq)
   constexpr int kSlots = kQuantSlots / 2;
   const int tid = static_cast<int>(threadIdx.x);
   const long long groups_per_row = vecs_per_row / 2;
@@ -470,6 +473,7 @@ __global__ void __launch_bounds__(kQuantRowsMaxThreads, 1)
     quantize_rows_kernel(const unsigned char* __restrict__ x, unsigned char* __restrict__ q,
                          float* __restrict__ scales, int vecs_per_row) {
   using namespace quant;
+  device::pdl_launch_dependents();  // a GEMM launched behind this kernel may start (it waits for xq)
   __shared__ unsigned warp_max[kQuantRowsMaxThreads / 32];
   const int tid = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
   const long long row_vec = static_cast<long long>(blockIdx.x) * vecs_per_row;
