@@ -285,10 +285,15 @@ void bind(const Plan& plan, const Scratch& scratch, const TensorView& x_scale, B
 void run(const Binding& b, cudaStream_t stream) {
   const Plan& p = *b.plan;
   const PlanPath& path = p.paths[b.path];
-  if (p.quantize) quantize::run(b.quant, stream);
   const int bn = path.tokens_per_cta;
   const Work w = work(p.caps, b.m, bn, p.sm_count);
+  // The counters first: the GEMM follows the quantize kernel directly, launched programmatically
+  // (its first ring of W loads overlaps the quantization; a memset in between would serialise them).
+  // B12X_PDL=0 (read once per process): plain launches.
   if (w.splits > 1) B12X_CUDA_CHECK(cudaMemsetAsync(b.counters, 0, static_cast<size_t>(w.tiles) * 4, stream));
+  static const bool kPdlEnv = detail::env_string("B12X_PDL") != "0";
+  const bool programmatic = p.quantize.has_value() && kPdlEnv;
+  if (p.quantize) quantize::run(b.quant, stream);
   void* w_map = const_cast<unsigned char*>(b.w_map);
   void* x_map = const_cast<unsigned char*>(b.x_map);
   const float* w_scale = static_cast<const float*>(b.w.scale.data);  // fp8_channel / fp8_block
@@ -306,7 +311,7 @@ void run(const Binding& b, cudaStream_t stream) {
   int turns = kTurnsEnv;
   void* args[] = {w_map, x_map, &w_scale, &w_scale2, &x_scale, &bias, &bias_code, &y, &m, &n, &k, &splits, &partials, &counters, &turns};
   const dim3 grid(grid_of(w.tiles * w.splits, path.cluster, p.sm_count));
-  path.kernel->launch(grid, path.block, path.smem_bytes, stream, args, dim3(path.cluster, 1, 1));
+  path.kernel->launch(grid, path.block, path.smem_bytes, stream, args, dim3(path.cluster, 1, 1), programmatic);
 }
 
 }  // namespace fp8

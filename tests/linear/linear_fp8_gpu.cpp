@@ -9,7 +9,8 @@
 // mapping); NaN weight codes and NaN activations turning exactly their rows / tokens into NaN; the
 // split-K paths (few tiles); a large prefill shape; fast_accum; the accumulation error at a long K
 // (promoted vs fast, printed as [accuracy] lines); a captured CUDA graph replayed with new x and a new
-// device input scale, without compiling.
+// device input scale, without compiling; calls back to back on one scratch with new x each (the GEMM
+// launched programmatically behind the quantize kernel).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -379,6 +380,56 @@ TEST_F(LinearFp8Gpu, GraphReplayPicksUpNewXAndInputScaleWithoutCompiling) {
     B12X_CUDA_CHECK(cudaGraphExecDestroy(exec));
     B12X_CUDA_CHECK(cudaGraphDestroy(graph));
   }
+  B12X_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// Calls in a row on one stream and one scratch, each with new x, no synchronisation between them:
+// each call's quantize kernel overwrites the quantized x of the call before, and its GEMM starts
+// while that kernel runs (programmatic launch, the W loads of its first stages before the wait),
+// so a GEMM that read xq or x's scales before pdl_wait, or a quantize kernel that overwrote them
+// while the previous GEMM still read them, gives some call another call's result.
+TEST_F(LinearFp8Gpu, BackToBackCallsEachUseTheirOwnQuantizedX) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  cudaStream_t stream;
+  B12X_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  constexpr int kCalls = 4;
+  for (ActMode act : {ActMode::fp8_tensor, ActMode::fp8_token, ActMode::fp8_block})
+    for (int64_t m : {7, 200}) {  // 7: split K over 16-token tiles (counters zeroed per call); 200: 256-token tiles
+      const int64_t n = m == 7 ? 1024 : 384, k = 2048;
+      const linear::Caps caps = fp8_caps(act, n, k, 256, DType::bf16, DType::f32, false);
+      const linear::Plan plan = linear::plan(caps, stream);
+      const PackedWeight p = test::random_weight(caps.format, n, k, rng, test::kLinearDraw);
+      const DeviceWeight w(p);
+      DeviceScratch scratch(plan.scratch_bytes());
+      std::vector<HostTensor> xs;
+      std::vector<float> scales;
+      std::vector<DeviceTensor> dxs, dscales;
+      std::vector<DeviceBuffer> ys;
+      for (int c = 0; c < kCalls; ++c) {
+        xs.push_back(random_x(rng, DType::bf16, m, k));
+        scales.push_back(static_scale(xs.back()));
+        HostTensor sh(DType::f32, {1});
+        sh.ptr<float>()[0] = scales.back();
+        dxs.emplace_back(xs.back().view());
+        dscales.emplace_back(sh.view());
+        ys.emplace_back(static_cast<size_t>(m * n) * 4);
+        ys.back().fill(0xFF);
+      }
+      B12X_CUDA_CHECK(cudaDeviceSynchronize());
+      for (int c = 0; c < kCalls; ++c) {
+        const linear::Binding b = linear::bind(plan, scratch.scratch, dxs[c].view, w.view, TensorView{},
+                                               TensorView(ys[c].get(), DType::f32, {m, n}, this_device()),
+                                               act == ActMode::fp8_tensor ? dscales[c].view : TensorView{});
+        linear::run(b, stream);
+      }
+      B12X_CUDA_CHECK(cudaGetLastError());
+      B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
+      for (int c = 0; c < kCalls; ++c)
+        expect_close(ys[c].download(), DType::f32, quantized_reference(xs[c], p, act, scales[c], nullptr),
+                     label(caps, m) + " call " + std::to_string(c) + " of " + std::to_string(kCalls), kTolF32);
+    }
   B12X_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 

@@ -52,6 +52,7 @@
 //
 // E4M3 NaN codes (0x7F / 0xFF) propagate through the tensor cores as NaN products, as in the spec.
 #pragma once
+#include "device/common.cuh"
 #include "linear/kernels/common.cuh"
 
 namespace b12x::device {
@@ -173,36 +174,63 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   if (wg == 0) {  // producer
     warpgroup_regs_dec<40>();
     const bool tma = warp == 0 && lane == 0, gather = kBlock && warp == 1;
-    if (tma || gather) {
-      const int kcols = kblocks();
+    // Both walk the CTA's stage loads in ring order. Promoted in pairs: an odd last block is loaded
+    // twice (the consumers skip the copy).
+    if (tma) {
+      // Launched right behind the quantize kernel (programmatic launch), the W loads of the first
+      // unit's first stages go out before pdl_wait: W is the op's weight, which the quantize kernel
+      // does not write, and every kernel before that one has completed. xq only after the wait.
+      int w_ahead = 0;
+      if (first() < units()) {
+        int w_blk, m_blk, kb0, kb1;
+        unit_range(first(), w_blk, m_blk, kb0, kb1);
+        w_ahead = min(kS, kb1 - kb0);
+        for (int i = 0; i < w_ahead; ++i) {
+          mbar_arrive_expect_tx(full(i), fp8_w_bytes() + fp8_x_bytes(kBN));
+          tma_load_2d(smem_u32(ring + i * kStage), &w_map, kF8StageK * (kb0 + i), kF8Rows * w_blk, full(i));
+        }
+      }
+      pdl_wait();
       int it = 0;
       for (int u = first(); u < units(); u += step()) {
         int w_blk, m_blk, kb0, kb1;
         unit_range(u, w_blk, m_blk, kb0, kb1);
-        // Promoted in pairs: an odd last block loaded twice (the consumers skip the copy).
         const int kb_end = kFast || kHalves ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
         for (int i = kb0; i < kb_end; ++i, ++it) {
           const int kb = i < kb1 ? i : kb1 - 1;
           const int s = it % kS;
           if (it >= kS) mbar_wait(empty(s), ((it / kS) - 1) & 1);
-          unsigned char* st = ring + s * kStage;
-          if (tma) {
+          const unsigned st = smem_u32(ring + s * kStage);
+          if (it >= w_ahead) {  // (else its W went out before pdl_wait)
             mbar_arrive_expect_tx(full(s), fp8_w_bytes() + fp8_x_bytes(kBN));
-            tma_load_2d(smem_u32(st), &w_map, kF8StageK * kb, kF8Rows * w_blk, full(s));
-            tma_load_2d_shared<kCluster>(smem_u32(st + kXOff), &x_map, kF8StageK * kb, kBN * m_blk, kBN, kF8StageK,
-                                         full(s), rank);
-          } else {  // the stage's x scales: token m_blk * kBN + i at float i (0 past m), by cp.async,
-                    // then the weight scale sw[w_blk][kb] at float kBN (read by the promotion in shared
-                    // memory: a global load per block in the consumers is latency they wait for)
-            const unsigned sc = smem_u32(st + kScOff);
-            if (lane == 0) cp_async_4_zfill(sc + 4 * kBN, w_scale + (static_cast<long long>(w_blk) * kcols + kb), true);
-#pragma unroll 4  // (fully unrolled, 256 tokens spill the producer's 40 registers)
-            for (int i = lane; i < kBN; i += 32) {
-              const int tok = kBN * m_blk + i;
-              cp_async_4_zfill(sc + 4 * i, tok < m ? x_scale + static_cast<long long>(tok) * kcols + kb : x_scale, tok < m);
-            }
-            cp_async_arrive_noinc(full(s));  // the warp runs on; the barrier completes when they land
+            tma_load_2d(st, &w_map, kF8StageK * kb, kF8Rows * w_blk, full(s));
           }
+          tma_load_2d_shared<kCluster>(st + kXOff, &x_map, kF8StageK * kb, kBN * m_blk, kBN, kF8StageK, full(s), rank);
+        }
+      }
+    } else if (gather) {
+      // The stage's x scales: token m_blk * kBN + i at float i (0 past m), by cp.async, then the
+      // weight scale sw[w_blk][kb] at float kBN (read by the promotion in shared memory: a global
+      // load per block in the consumers is latency they wait for).
+      pdl_wait();
+      const int kcols = kblocks();
+      int it = 0;
+      for (int u = first(); u < units(); u += step()) {
+        int w_blk, m_blk, kb0, kb1;
+        unit_range(u, w_blk, m_blk, kb0, kb1);
+        const int kb_end = kFast || kHalves ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
+        for (int i = kb0; i < kb_end; ++i, ++it) {
+          const int kb = i < kb1 ? i : kb1 - 1;
+          const int s = it % kS;
+          if (it >= kS) mbar_wait(empty(s), ((it / kS) - 1) & 1);
+          const unsigned sc = smem_u32(ring + s * kStage + kScOff);
+          if (lane == 0) cp_async_4_zfill(sc + 4 * kBN, w_scale + (static_cast<long long>(w_blk) * kcols + kb), true);
+#pragma unroll 2  // (more unrolled, the producer spills its 40 registers)
+          for (int j = lane; j < kBN; j += 32) {
+            const int tok = kBN * m_blk + j;
+            cp_async_4_zfill(sc + 4 * j, tok < m ? x_scale + static_cast<long long>(tok) * kcols + kb : x_scale, tok < m);
+          }
+          cp_async_arrive_noinc(full(s));  // the warp runs on; the barrier completes when they land
         }
       }
     }
