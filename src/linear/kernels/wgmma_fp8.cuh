@@ -259,9 +259,9 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
 
   // Promoted modes: the two consumer warpgroups take turns to issue their wgmma groups (named
   // barriers 2 and 3: warpgroup c waits on 2 + c, then passes the turn on 3 - c). If the tensor cores
-  // run groups in issue order (the bet, not yet measured: docs/perf/NOTES.md), they work on one
-  // warpgroup's group while the other waits for its own and promotes it. Without the order both warpgroups issue at the same moments, their groups
-  // finish together and both promote while the tensor cores idle.
+  // ran groups in issue order, they would work on one warpgroup's group while the other promotes
+  // its own. Measured (H100, docs/perf/NOTES.md 2026-12-06): neutral at 4096x8192x8192, 5.5% faster
+  // for fp8_block at 512 tokens; so they do not, or the exposed time is elsewhere.
   const bool turn_order = !kFast && turns != 0;
   bool turn_taken = false;
   auto take_turn = [&] {
