@@ -289,7 +289,8 @@ void run(const Binding& b, cudaStream_t stream) {
   const Work w = work(p.caps, b.m, bn, p.sm_count);
   // The counters first: the GEMM follows the quantize kernel directly, launched programmatically
   // (its first ring of W loads overlaps the quantization; a memset in between would serialise them).
-  // B12X_PDL=0 (read once per process): plain launches.
+  // It must be the quantize kernel that precedes the GEMM (the GEMM reads W before its wait): bind
+  // takes M >= 1, so that kernel always launches. B12X_PDL=0 (read once per process): plain launches.
   if (w.splits > 1) B12X_CUDA_CHECK(cudaMemsetAsync(b.counters, 0, static_cast<size_t>(w.tiles) * 4, stream));
   static const bool kPdlEnv = detail::env_string("B12X_PDL") != "0";
   const bool programmatic = p.quantize.has_value() && kPdlEnv;
