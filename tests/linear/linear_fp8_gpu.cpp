@@ -396,7 +396,8 @@ TEST_F(LinearFp8Gpu, BackToBackCallsEachUseTheirOwnQuantizedX) {
   B12X_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   constexpr int kCalls = 4;
   for (ActMode act : {ActMode::fp8_tensor, ActMode::fp8_token, ActMode::fp8_block})
-    for (int64_t m : {7, 200}) {  // 7: split K over 16-token tiles (counters zeroed per call); 200: 256-token tiles
+    for (int64_t m : {7, 200}) {  // 7: split K over 16-token tiles (counters zeroed per call); 200: 128-token
+                                  // tiles (256 would leave SMs idle at N = 384), whose ring wraps (16 K blocks)
       const int64_t n = m == 7 ? 1024 : 384, k = 2048;
       const linear::Caps caps = fp8_caps(act, n, k, 256, DType::bf16, DType::f32, false);
       const linear::Plan plan = linear::plan(caps, stream);

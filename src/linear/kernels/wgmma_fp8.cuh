@@ -175,7 +175,8 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
     warpgroup_regs_dec<40>();
     const bool tma = warp == 0 && lane == 0, gather = kBlock && warp == 1;
     // Both walk the CTA's stage loads in ring order. Promoted in pairs: an odd last block is loaded
-    // twice (the consumers skip the copy).
+    // twice (the consumers skip the copy). Two loops, not one shared walk: one loop (or a lambda
+    // taking the load) spills 16-28 bytes of the producer's 40 registers for fp8_block.
     if (tma) {
       // Launched right behind the quantize kernel (programmatic launch), the W loads of the first
       // unit's first stages go out before pdl_wait: W is the op's weight, which the quantize kernel
