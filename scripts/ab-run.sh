@@ -7,7 +7,10 @@
 # added, for the copy ceiling), AB_FILTER (a --filter regex; default: every case of the suites),
 # AB_RUNS (default 2), AB_TEST_BIN (a GPU test target, e.g. b12x_gpu_test_linear; built and run in
 # AB_TEST_TREE, default the last tree) with AB_TESTS (its gtest filter), AB_BENCH_ARGS (more bench
-# options, e.g. "--l2-flush clean").
+# options, e.g. "--l2-flush clean"), AB_PREWARM (default 1: before the timed runs, every tree's bench
+# runs once with --iters 1 --warmup 0, all trees at once, so the JIT compiles of the trees overlap
+# on the CPUs instead of filling each tree's first timed run; 0: off), AB_DEADLINE_S (seconds from
+# the start: no timed run starts past it, and the table of the runs done is still printed).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 dest="${OUT:-$PWD/gpu-out}"
@@ -28,13 +31,23 @@ for t in "${trees[@]}"; do
     { echo "build of $t failed:"; grep -E "error" "$work/build-$t.log" "$work/cfg-$t.log" | head -20; } ) &
 done
 wait
+past_deadline() { [[ -n "${AB_DEADLINE_S:-}" ]] && ((SECONDS >= AB_DEADLINE_S)); }  # (SECONDS: since the start)
 if [[ -n "${AB_TEST_BIN:-}" ]]; then
   echo "== $AB_TEST_BIN in $test_tree ($(date +%T))"
   "$work/build-$test_tree/tests/$AB_TEST_BIN" ${AB_TESTS:+--gtest_filter="$AB_TESTS"} 2>&1 |
     grep -E "^\[ +(OK|PASSED|FAILED) |Failure|tests ran" | head -60
 fi
+if [[ "${AB_PREWARM:-1}" != 0 ]]; then
+  echo "== JIT warm-up, trees in parallel ($(date +%T))"
+  for t in "${trees[@]}"; do
+    "$work/build-$t/b12x" bench --suite "baseline,${AB_SUITES:-linear}" ${AB_FILTER:+--filter "$AB_FILTER"} \
+      --iters 1 --warmup 0 >"$work/$t.prewarm.log" 2>&1 &
+  done
+  wait
+fi
 for r in $(seq 1 "${AB_RUNS:-2}"); do
   for t in "${trees[@]}"; do
+    if past_deadline; then echo "== deadline (AB_DEADLINE_S=$AB_DEADLINE_S): no run $r of $t"; continue; fi
     echo "== bench $t run $r ($(date +%T))"
     "$work/build-$t/b12x" bench --suite "baseline,${AB_SUITES:-linear}" ${AB_FILTER:+--filter "$AB_FILTER"} \
       ${AB_BENCH_ARGS:-} --csv "$work/$t.run$r.csv" >"$work/$t.run$r.log" 2>&1 || echo "bench $t run $r: rc $?"
