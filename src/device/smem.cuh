@@ -8,6 +8,15 @@ namespace b12x::device {
 
 B12X_DEV unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 
+// The first kAlign-aligned byte at or after p (shared memory; kAlign a power of two), as an offset
+// from p, not through an integer: the compiler then still knows the result is shared memory and
+// reads through it with LDS, not with generic loads (measured: docs/perf/NOTES.md, 2026-12-06).
+template <unsigned kAlign>
+B12X_DEV unsigned char* smem_align(unsigned char* p) {
+  static_assert((kAlign & (kAlign - 1)) == 0, "a power of two");
+  return p + ((kAlign - (smem_u32(p) & (kAlign - 1))) & (kAlign - 1));
+}
+
 // volatile: each load stays after the barrier wait (or __syncwarp) that makes its bytes visible.
 // 16 bytes (16-byte aligned address).
 B12X_DEV U32x4 lds_u32x4(unsigned addr) {

@@ -135,10 +135,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   constexpr bool kHalves = fp8_promotes_halves(kBN, kFast);
   static_assert(kS >= 2, "ring of at least two stages");
   extern __shared__ unsigned char smem_raw[];
-  // 1024-byte aligned (128-byte swizzled TMA boxes) by an offset from smem_raw, not through an
-  // integer: the compiler then still knows `ring` is shared memory and reads it with LDS, not with
-  // generic loads.
-  unsigned char* ring = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  unsigned char* ring = smem_align<1024>(smem_raw);  // (the 128-byte swizzle of the TMA boxes)
   const unsigned bars = smem_u32(ring + kS * kStage);  // full[kS], then empty[kS]
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (kS + s); };

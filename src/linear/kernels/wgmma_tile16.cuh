@@ -325,10 +325,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   constexpr bool kGather = kFormat == kFmtNvfp4 || kFormat == kFmtMxfp4 || tile16_fp8_split(kFormat) || kFormat == kFmtQ8_0;
   static_assert(kS >= 2, "ring of at least two stages");
   extern __shared__ unsigned char smem_raw[];
-  // 1024-byte aligned (128-byte swizzled TMA boxes) by an offset from smem_raw, not through an
-  // integer: the compiler then still knows `ring` is shared memory and reads it with LDS, not with
-  // generic loads.
-  unsigned char* ring = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  unsigned char* ring = smem_align<1024>(smem_raw);  // (the 128-byte swizzle of the TMA boxes)
   unsigned char* const codebook = ring + wgmma_ring_bytes(kFormat, kBN);  // IQ2 only
   const unsigned bars = smem_u32(codebook + wgmma_grid_bytes(kFormat));  // full[kS], then empty[kS]
   auto full = [&](int s) { return bars + 8u * s; };
