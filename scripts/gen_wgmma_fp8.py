@@ -66,6 +66,7 @@ for n in NS:
 # A from registers (four .b32 of four E4M3 each: CuTe's ALayout_64x32, the mma.m16n8k32 A layout
 # per warp: a0 = row g, k 4t..4t+3; a1 = row g + 8; a2, a3 = the same at k + 16), N = 128: the
 # promoted 256-token tiles run two of these per k32 on one A fragment (token halves).
+emit(64, True)
 emit(128, True)
 out += [
     "// The instruction for kN tokens (16, 32, 64, 128 or 256).",
