@@ -142,7 +142,7 @@ int choose_splits(int64_t tiles, int64_t kblocks, int bn, int sm_count) {
   auto balance = [&](int64_t units) {
     return static_cast<double>(units) / static_cast<double>(ceil_div(units, sms) * sms);
   };
-  if (bn > 64 || tiles <= 0) return 1;  // wide tiles: enough of them, and big partials
+  if (!device::fp8_may_split(bn) || tiles <= 0) return 1;  // wide tiles: enough of them, and big partials
   int best = 1;
   double best_balance = balance(tiles);
   for (int s = 2; s <= kMaxSplits && best_balance < 0.95; ++s) {

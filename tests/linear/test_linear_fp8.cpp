@@ -114,6 +114,28 @@ TEST(LinearFp8, PathsTileTheTokensAndFitSharedMemory) {
   EXPECT_FALSE(device::fp8_valid_config(device::kFp8Tensor, 48, false));
 }
 
+// fp8_block's stage keeps token j's x scale at fp8_scale_slot(j): a permutation of every 16 tokens,
+// under which the promotion's float4 at 8c + 4t (c even) holds tokens 8c + 2t, + 1, 8c + 8 + 2t, + 1.
+TEST(LinearFp8, BlockScaleSlotsPermuteEachSixteenTokensForTheQuadLoads) {
+  for (int bn : {16, 32, 64, 128, 256}) {
+    std::set<int> slots;
+    for (int j = 0; j < bn; ++j) {
+      const int at = device::fp8_scale_slot(j);
+      EXPECT_EQ(at / 16, j / 16) << j;
+      slots.insert(at);
+    }
+    EXPECT_EQ(static_cast<int>(slots.size()), bn);
+  }
+  for (int c = 0; c < 128 / 4; c += 2)
+    for (int t = 0; t < 4; ++t) {
+      const int tok[4] = {8 * c + 2 * t, 8 * c + 2 * t + 1, 8 * c + 8 + 2 * t, 8 * c + 9 + 2 * t};
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(device::fp8_scale_slot(tok[i]), 8 * c + 4 * t + i) << c << " " << t;
+    }
+  // Split K is compiled only into tiles of up to 64 tokens, and planned only there.
+  EXPECT_TRUE(device::fp8_may_split(64));
+  EXPECT_FALSE(device::fp8_may_split(128));
+}
+
 TEST(LinearFp8, SplitKOnlyWhereTilesLeaveSmsIdle) {
   using linear::fp8::choose_splits;
   // 224 tiles of 16 tokens on 132 SMs: 1 unit per tile leaves 85% balance; 4 splits give 896 units (97%).

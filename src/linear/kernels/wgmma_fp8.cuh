@@ -75,6 +75,9 @@ constexpr bool fp8_promotes_halves(int bn, bool fast) { return !fast && bn == 25
 // Configurations that may run in clusters of two (x multicast): wide tiles, which never split K, of
 // fp8_tensor / fp8_token (fp8_block's consumers, with the scale gather, spill 148 bytes as a pair).
 constexpr bool fp8_cluster_config(int mode, int bn) { return bn >= 128 && mode != kFp8Block; }
+// Split K only for tiles of up to 64 tokens (wide tiles are many and their partials big): the wider
+// kernels carry no split-K code, whose registers the 256-token consumers do not have to spare.
+constexpr bool fp8_may_split(int bn) { return bn <= 64; }
 constexpr bool fp8_valid_config(int mode, int bn, bool fast) {
   return (bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 256) && !(fast && mode == kFp8Block);
 }
@@ -85,6 +88,10 @@ constexpr bool fp8_valid_config(int mode, int bn, bool fast) {
 constexpr int fp8_w_bytes() { return kF8Rows * kF8StageK; }
 constexpr int fp8_x_bytes(int bn) { return bn * kF8StageK; }
 constexpr int fp8_scale_offset(int bn) { return fp8_w_bytes() + fp8_x_bytes(bn); }
+// Where token j's x scale sits among the stage's kBN floats: within each 16 tokens, j = 8c + 2t + e
+// goes to 4t + 2c + e, so that the promotion's thread t (tokens 8c + 2t, + 1 for c = 0, 1) reads
+// its four with one 16-byte load instead of two 8-byte ones.
+constexpr int fp8_scale_slot(int j) { return (j & ~15) | ((j >> 1) & 3) << 2 | ((j >> 3) & 1) << 1 | (j & 1); }
 constexpr int fp8_stage_bytes(int mode, int bn) {
   return (fp8_scale_offset(bn) + (mode == kFp8Block ? 4 * bn + 16 : 0) + 1023) / 1024 * 1024;
 }
@@ -111,7 +118,7 @@ namespace b12x {
 // w_map: W [n, k] E4M3 (box {128, 128}); x_map: xq [m, k] E4M3 (box {128, kBN}); both 128-byte
 // swizzle, zero fill. w_scale: kFp8Token [n] / kFp8Block [ceil(n/128), ceil(k/128)] FP32; w_scale2:
 // kFp8Tensor's weight scale. x_scale: kFp8Tensor [1] / kFp8Token [m] / kFp8Block [m, ceil(k/128)].
-// splits >= 1 with splits <= ceil(k / 128); partials / counters (splits > 1): fp8_partial_floats(kBN)
+// splits >= 1 with splits <= ceil(k / 128), 1 unless fp8_may_split(kBN); partials / counters (splits > 1): fp8_partial_floats(kBN)
 // floats per unit and one zeroed counter per tile. grid = (min(units, SMs)); dynamic shared memory
 // fp8_smem_bytes(kMode, kBN). kCluster 2 (fp8_cluster_config): splits == 1, an even number of row
 // blocks, x_map's box {128, kBN / 2}, grid = 2 x min(units / 2, SMs / 2) in clusters of (2, 1, 1).
@@ -228,7 +235,8 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
 #pragma unroll 2  // (more unrolled, the producer spills its 40 registers)
           for (int j = lane; j < kBN; j += 32) {
             const int tok = kBN * m_blk + j;
-            cp_async_4_zfill(sc + 4 * j, tok < m ? x_scale + static_cast<long long>(tok) * kcols + kb : x_scale, tok < m);
+            cp_async_4_zfill(sc + 4 * fp8_scale_slot(j), tok < m ? x_scale + static_cast<long long>(tok) * kcols + kb : x_scale,
+                             tok < m);
           }
           cp_async_arrive_noinc(full(s));  // the warp runs on; the barrier completes when they land
         }
@@ -305,13 +313,17 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       if constexpr (kBlock) {
         const float* sc = reinterpret_cast<const float*>(ring + s * kStage + kScOff) + base;
         B12X_UNROLL
-        for (int c = 0; c < kP / 4; ++c) {  // tokens base + 8c + 2t, + 1
-          const float2 v = *reinterpret_cast<const float2*>(sc + 8 * c + 2 * t);
-          const float f0 = mul_rn(sw, v.x), f1 = mul_rn(sw, v.y);
+        for (int c = 0; c < kP / 4; c += 2) {  // tokens base + 8c + 2t, + 1, + 8, + 9 (fp8_scale_slot)
+          const float4 v = *reinterpret_cast<const float4*>(sc + 8 * c + 4 * t);
+          const float f0 = mul_rn(sw, v.x), f1 = mul_rn(sw, v.y), f2 = mul_rn(sw, v.z), f3 = mul_rn(sw, v.w);
           d[4 * c] = fma_rn(f0, p[4 * c], d[4 * c]);
           d[4 * c + 1] = fma_rn(f1, p[4 * c + 1], d[4 * c + 1]);
           d[4 * c + 2] = fma_rn(f0, p[4 * c + 2], d[4 * c + 2]);
           d[4 * c + 3] = fma_rn(f1, p[4 * c + 3], d[4 * c + 3]);
+          d[4 * c + 4] = fma_rn(f2, p[4 * c + 4], d[4 * c + 4]);
+          d[4 * c + 5] = fma_rn(f3, p[4 * c + 5], d[4 * c + 5]);
+          d[4 * c + 6] = fma_rn(f2, p[4 * c + 6], d[4 * c + 6]);
+          d[4 * c + 7] = fma_rn(f3, p[4 * c + 7], d[4 * c + 7]);
         }
       } else {
         B12X_UNROLL
@@ -402,7 +414,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       }
     }
 
-    if (kCluster == 1 && splits > 1) {  // partial tile out; the last unit of the tile sums them
+    if (kCluster == 1 && fp8_may_split(kBN) && splits > 1) {  // partial tile out; the last unit of the tile sums them
       const int tile = u / splits, split = u - tile * splits;
       float* mine = partials + (static_cast<long long>(tile) * splits + split) * fp8_partial_floats(kBN);
       B12X_UNROLL
