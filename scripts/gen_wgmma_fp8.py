@@ -1,5 +1,5 @@
 # Writes src/device/wgmma_fp8.cuh, the FP8 (E4M3 x E4M3) wgmma wrappers with both operands in shared
-# memory (descriptors), N = 16 .. 256, and with A in registers for N = 128:
+# memory (descriptors), N = 16 .. 256, and with A in registers for N = 64 and 128:
 #   python3 scripts/gen_wgmma_fp8.py > src/device/wgmma_fp8.cuh
 # Per N one macro for the instruction text and one for the accumulator operands (N / 2 a thread).
 NS = (16, 32, 64, 128, 256)
@@ -65,7 +65,9 @@ for n in NS:
     emit(n, False)
 # A from registers (four .b32 of four E4M3 each: CuTe's ALayout_64x32, the mma.m16n8k32 A layout
 # per warp: a0 = row g, k 4t..4t+3; a1 = row g + 8; a2, a3 = the same at k + 16), N = 128: the
-# promoted 256-token tiles run two of these per k32 on one A fragment (token halves).
+# promoted 256-token tiles run two of these per k32 on one A fragment (token halves). N = 64: the
+# tokens-as-M kernel (wgmma_fp8_tm.cuh) runs its weight rows in quarters of 64 on one x fragment.
+emit(64, True)
 emit(128, True)
 out += [
     "// The instruction for kN tokens (16, 32, 64, 128 or 256).",

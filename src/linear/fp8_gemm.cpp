@@ -13,6 +13,7 @@
 #include "formats/kernel_weight.h"
 #include "linear/tile_buckets.h"
 #include "linear/kernels/wgmma_fp8.cuh"  // tile / stage / shared-memory sizes (constexpr, host-compilable)
+#include "linear/kernels/wgmma_fp8_tm.cuh"
 #include "runtime/cuda_api.h"            // B12X_CUDA_CHECK
 #include "linear/tma_map.h"               // encode_tma_map
 
@@ -82,6 +83,33 @@ KernelSpec make_spec(ActMode act, int bn, DType out, bool fast, int cluster = 1)
   return s;
 }
 
+// fp8_block with the tokens as the wgmma's M side (wgmma_fp8_tm.cuh): 128 tokens x 256 weight rows
+// per tile, never split.
+constexpr const char* kTmKernel = "linear.wgmma_fp8_tm";
+constexpr int64_t kTmMinTokens = 1024;
+
+KernelSpec make_tm_spec(DType out) {
+  KernelSpec s;
+  s.kernel = kTmKernel;
+  s.source = "linear/kernels/wgmma_fp8_tm.cuh";
+  s.name_expression = detail::concat("b12x::linear_wgmma_fp8_tm_kernel<", device::kF8TmCols, ", ",
+                                     kernel_weight::float_dtype_code(out, "out_dtype"), ">");
+  s.config = {{"act", "fp8_block"},
+              {"tokens_per_tile", std::to_string(device::kF8TmTokens)},
+              {"rows_per_tile", std::to_string(device::kF8TmCols)},
+              {"out", std::string(dtype_name(out))}};
+  s.archs = {"sm_90a"};
+  s.max_registers = 168;  // as make_spec: __launch_bounds__(384, 1), setmaxnreg 40 / 232
+  s.options = {"--ftz=false", "--fmad=true"};
+  return s;
+}
+
+int64_t tm_tiles(const Caps& caps, int64_t m) {
+  return ceil_div(m, device::kF8TmTokens) * ceil_div(caps.n, device::kF8TmCols);
+}
+
+bool is_tm(const PlanPath& p) { return p.spec.kernel == kTmKernel; }
+
 // Units (tiles x splits) of a live M on a path of bn tokens per tile.
 struct Work {
   int64_t tiles = 0;
@@ -105,6 +133,15 @@ unsigned grid_of(int64_t units, int cluster, int sm_count) {
 }
 
 }  // namespace
+
+int64_t tm_from(const Caps& caps, int sm_count) {
+  if (caps.act != ActMode::fp8_block) return 0;
+  const int forced = env_choice("B12X_FP8_TM", {0, 1}, -1);
+  if (forced >= 0) return forced;  // 0: never, 1: from one token
+  // The smallest M whose 128-token x 256-row tiles fill the SMs, and at least kTmMinTokens.
+  const int64_t token_blocks = ceil_div(std::max(sm_count, 1), ceil_div(caps.n, device::kF8TmCols));
+  return std::max(kTmMinTokens, (token_blocks - 1) * device::kF8TmTokens + 1);
+}
 
 void validate(const Caps& caps) {
   check_act_supported(caps.format, caps.act);  // Unsupported: the weight format does not take these activations
@@ -133,8 +170,22 @@ void validate(const Caps& caps) {
 }
 
 std::vector<std::pair<int64_t, int>> buckets(const Caps& caps, int sm_count) {
-  return tile_buckets({{16, 16}, {32, 32}, {64, 64}, {128, 128}}, device::kF8MaxTokensPerTile,
-                      w_blocks(caps), sm_count, caps.max_tokens);
+  std::vector<std::pair<int64_t, int>> all = tile_buckets({{16, 16}, {32, 32}, {64, 64}, {128, 128}},
+                                                          device::kF8MaxTokensPerTile, w_blocks(caps), sm_count,
+                                                          caps.max_tokens);
+  const int64_t from = tm_from(caps, sm_count);
+  if (from == 0 || caps.max_tokens < from) return all;
+  // Cut at from - 1 (the bucket there keeps its tile), then one wgmma_fp8_tm bucket to max_tokens.
+  std::vector<std::pair<int64_t, int>> out;
+  for (const auto& [top, bn] : all) {
+    if (top >= from - 1) {
+      if (from > 1) out.emplace_back(from - 1, bn);
+      break;
+    }
+    out.emplace_back(top, bn);
+  }
+  out.emplace_back(caps.max_tokens, device::kF8TmTokens);
+  return out;
 }
 
 int choose_splits(int64_t tiles, int64_t kblocks, int bn, int sm_count) {
@@ -163,11 +214,23 @@ PlanPath path(const Caps& caps, int64_t tokens, int sm_count) {
     }
     prev = b_top;
   }
-  const int mode = mode_code(caps.act);
   PlanPath p;
   p.kind = PathKind::fp8;
   p.max_tokens = top;
   p.tokens_per_cta = bn;
+  const int64_t from = tm_from(caps, sm_count);
+  if (from > 0 && prev + 1 >= from) {  // buckets() starts the tm bucket at from
+    p.block = dim3(device::kF8Threads);
+    p.smem_bytes = static_cast<size_t>(device::fp8_tm_smem_bytes(device::kF8TmCols));
+    p.spec = make_tm_spec(caps.out_dtype);
+    p.grid = dim3(static_cast<unsigned>(std::min<int64_t>(tm_tiles(caps, top), std::max(sm_count, 1))));
+    p.name = detail::concat("fp8.wgmma_fp8_tm{act=fp8_block, tokens as M, tokens_per_tile=", bn,
+                            ", rows_per_tile=", device::kF8TmCols, ", stages=", device::fp8_tm_stages(device::kF8TmCols),
+                            ", tiles=ceil(M/", bn, ")x", ceil_div(caps.n, device::kF8TmCols),
+                            ", persistent grid<=", std::max(sm_count, 1), "x", device::kF8Threads, "}");
+    return p;
+  }
+  const int mode = mode_code(caps.act);
   p.block = dim3(device::kF8Threads);
   p.smem_bytes = static_cast<size_t>(device::fp8_smem_bytes(mode, bn));
   p.cluster = cluster_of(caps, bn);
@@ -195,6 +258,7 @@ std::vector<KernelSpec> all_specs() {
           if (device::fp8_cluster_config(mode_code(act), bn)) specs.push_back(make_spec(act, bn, out, fast, 2));
         }
       }
+  for (DType out : {DType::bf16, DType::f16, DType::f32}) specs.push_back(make_tm_spec(out));
   return specs;
 }
 
@@ -274,9 +338,9 @@ void bind(const Plan& plan, const Scratch& scratch, const TensorView& x_scale, B
     b.xq_scale = caps.act == ActMode::fp8_tensor ? static_cast<const float*>(x_scale.data)
                                                  : static_cast<const float*>(sv.data);
   }
-  encode_map(b.w_map, b.w.data.data, caps.n, k, device::kF8Rows);
+  encode_map(b.w_map, b.w.data.data, caps.n, k, is_tm(path) ? device::kF8TmCols : device::kF8Rows);
   encode_map(b.x_map, b.xq, m, k, path.tokens_per_cta / path.cluster);  // each CTA's part of the x box
-  if (work(caps, m, path.tokens_per_cta, plan.sm_count).splits > 1) {  // run() makes the same choice
+  if (!is_tm(path) && work(caps, m, path.tokens_per_cta, plan.sm_count).splits > 1) {  // run() makes the same choice
     b.partials = static_cast<float*>(scratch_region(scratch, plan.scratch, "linear.partials"));
     b.counters = static_cast<unsigned*>(scratch_region(scratch, plan.scratch, "linear.counters"));
   }
@@ -286,7 +350,8 @@ void run(const Binding& b, cudaStream_t stream) {
   const Plan& p = *b.plan;
   const PlanPath& path = p.paths[b.path];
   const int bn = path.tokens_per_cta;
-  const Work w = work(p.caps, b.m, bn, p.sm_count);
+  const bool tm = is_tm(path);
+  const Work w = tm ? Work{tm_tiles(p.caps, b.m), 1} : work(p.caps, b.m, bn, p.sm_count);
   // The counters first: the GEMM follows the quantize kernel directly, launched programmatically
   // (its first ring of W loads overlaps the quantization; a memset in between would serialise them).
   // It must be the quantize kernel that precedes the GEMM (the GEMM reads W before its wait): bind
@@ -310,8 +375,13 @@ void run(const Binding& b, cudaStream_t stream) {
   // B12X_FP8_TURNS=0 (read once per process): the promoted modes without the warpgroup turn order.
   static const int kTurnsEnv = detail::env_string("B12X_FP8_TURNS") == "0" ? 0 : 1;
   int turns = kTurnsEnv;
-  void* args[] = {w_map, x_map, &w_scale, &w_scale2, &x_scale, &bias, &bias_code, &y, &m, &n, &k, &splits, &partials, &counters, &turns};
   const dim3 grid(grid_of(w.tiles * w.splits, path.cluster, p.sm_count));
+  if (tm) {
+    void* tm_args[] = {w_map, x_map, &w_scale, &x_scale, &bias, &bias_code, &y, &m, &n, &k};
+    path.kernel->launch(grid, path.block, path.smem_bytes, stream, tm_args, dim3(1, 1, 1), programmatic);
+    return;
+  }
+  void* args[] = {w_map, x_map, &w_scale, &w_scale2, &x_scale, &bias, &bias_code, &y, &m, &n, &k, &splits, &partials, &counters, &turns};
   path.kernel->launch(grid, path.block, path.smem_bytes, stream, args, dim3(path.cluster, 1, 1), programmatic);
 }
 

@@ -10,7 +10,9 @@
 // split-K paths (few tiles); a large prefill shape; fast_accum; the accumulation error at a long K
 // (promoted vs fast, printed as [accuracy] lines); a captured CUDA graph replayed with new x and a new
 // device input scale, without compiling; calls back to back on one scratch with new x each (the GEMM
-// launched programmatically behind the quantize kernel).
+// launched programmatically behind the quantize kernel); fp8_block on wgmma_fp8_tm (tokens as the
+// wgmma's M side; forced with B12X_FP8_TM=1 for small shapes) at ragged shapes and over several units
+// per CTA.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +31,7 @@
 #include "b12x/runtime/device.h"
 #include "runtime/cuda_api.h"
 #include "support/device.h"
+#include "support/env.h"
 #include "support/errors.h"
 #include "support/quantized_linear.h"
 #include "support/weights.h"
@@ -282,6 +285,83 @@ TEST_F(LinearFp8Gpu, LargePrefillShapeMatchesReferenceOnSampledRows) {
   }
 }
 
+// fp8_block on wgmma_fp8_tm at ragged shapes: M past the 128-token tiles, N past the 256-row tiles
+// (odd N: one 16-bit or 32-bit store at a time), an odd number of 128-K blocks (fp8_block's K is a
+// multiple of 128), every output dtype, bias of each dtype, x quantized by the op or on the host.
+TEST_F(LinearFp8Gpu, TokensAsMKernelMatchesReferenceAtRaggedShapes) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const test::ScopedEnv tm("B12X_FP8_TM", "1");  // every M on wgmma_fp8_tm (read by plan())
+  const DType outs[] = {DType::f32, DType::bf16, DType::f16};
+  const DType biases[] = {DType::f32, DType::bf16, DType::f16};
+  int i = 0;
+  for (DType xd : {DType::bf16, DType::f8_e4m3})
+    for (DType out : outs) {
+      const int64_t n = i % 3 == 0 ? 300 : i % 3 == 1 ? 301 : 520, k = i % 2 == 0 ? 640 : 384;
+      const bool bias = i % 4 != 3;
+      linear::Caps caps = fp8_caps(ActMode::fp8_block, n, k, 300, xd, out, bias);
+      caps.bias_dtype = biases[i % 3];
+      ++i;
+      const linear::Plan plan = linear::plan(caps);
+      const PackedWeight p = test::random_weight(caps.format, n, k, rng, test::kLinearDraw);
+      const DeviceWeight w(p);
+      HostTensor bias_t(caps.bias_dtype, {n});
+      for (int64_t j = 0; j < n; ++j) store_f32(bias_t.view().data, caps.bias_dtype, j, static_cast<float>(j % 7) - 3.0f);
+      QuantizedLinearRunner runner(plan);
+      for (int64_t m : {1, 5, 64, 127, 128, 129, 200, 300}) {
+        ASSERT_EQ(plan.path_for(m).spec.kernel, "linear.wgmma_fp8_tm") << plan.path_for(m).name;
+        const HostTensor x = random_x(rng, xd == DType::f8_e4m3 ? DType::bf16 : xd, m, k);
+        const std::vector<uint8_t> y = runner.run(x, 1.0f, w, bias ? &bias_t : nullptr);
+        expect_close(y, out, quantized_reference(x, p, ActMode::fp8_block, 1.0f, bias ? &bias_t : nullptr),
+                     label(caps, m) + " bias=" + std::string(dtype_name(caps.bias_dtype)) + " via " + plan.path_for(m).name);
+      }
+    }
+}
+
+// The planner's own choice (no override) at a large M: more tiles than SMs, so CTAs walk several
+// units and the 4-stage ring wraps across them (5 K blocks a unit); every token on sampled rows
+// (tile edges among them), with bias.
+TEST_F(LinearFp8Gpu, TokensAsMKernelWalksSeveralUnitsPerCta) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const test::ScopedEnv unset("B12X_FP8_TM", nullptr);
+  const int64_t n = 4096 - 59, k = 640, m = 2000;  // 16 x 16 tiles
+  const linear::Caps caps = fp8_caps(ActMode::fp8_block, n, k, m, DType::bf16, DType::f32, true);
+  const linear::Plan plan = linear::plan(caps);
+  const linear::PlanPath& path = plan.path_for(m);
+  ASSERT_EQ(path.spec.kernel, "linear.wgmma_fp8_tm") << path.name;
+  EXPECT_LT(static_cast<int64_t>(path.grid.x), ((m + 127) / 128) * ((n + 255) / 256)) << path.name;
+  const PackedWeight p = test::random_weight(caps.format, n, k, rng, test::kLinearDraw);
+  const DeviceWeight w(p);
+  HostTensor bias(DType::f32, {n});
+  for (int64_t j = 0; j < n; ++j) bias.ptr<float>()[j] = 0.25f * static_cast<float>(j % 5) - 0.5f;
+  const HostTensor x = random_x(rng, DType::bf16, m, k);
+  QuantizedLinearRunner runner(plan);
+  const std::vector<uint8_t> y = runner.run(x, 1.0f, w, &bias);
+  std::vector<int64_t> rows = {0, 1, 255, 256, 257, 511, 512, 3839, 3840, n - 2, n - 1};
+  while (rows.size() < 48) rows.push_back(static_cast<int64_t>(rng() % n));
+  HostTensor a(DType::f64, {m, k}), wf(DType::f32, {n, k});
+  reference_activations(x.view(), ActMode::fp8_block, 1.0f, a.view());
+  dequantize_weight(p.view(), wf.view(), /*apply_tensor_scale=*/false);
+  const int64_t cols = static_cast<int64_t>(rows.size());
+  std::vector<uint8_t> got(static_cast<size_t>(m * cols) * 4);
+  HostTensor want(DType::f64, {m, cols});
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t r = 0; r < cols; ++r) {
+      std::memcpy(got.data() + 4 * (t * cols + r), y.data() + 4 * (t * n + rows[r]), 4);
+      double dot = 0;
+      for (int64_t c = 0; c < k; ++c) dot += a.ptr<double>()[t * k + c] * static_cast<double>(wf.ptr<float>()[rows[r] * k + c]);
+      want.ptr<double>()[t * cols + r] = dot + static_cast<double>(bias.ptr<float>()[rows[r]]);
+    }
+  expect_close(got, DType::f32, want, label(caps, m) + " via " + path.name);
+  // Every output written (the poison is NaN): the sampled rows above, the whole y here.
+  int64_t unwritten = 0;
+  for (int64_t e = 0; e < m * n; ++e) unwritten += std::isnan(load_f32(y.data(), DType::f32, e)) ? 1 : 0;
+  EXPECT_EQ(unwritten, 0);
+}
+
 TEST_F(LinearFp8Gpu, FastAccumMatchesReferenceWithinItsLooserBound) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -395,8 +475,15 @@ TEST_F(LinearFp8Gpu, BackToBackCallsEachUseTheirOwnQuantizedX) {
   cudaStream_t stream;
   B12X_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   constexpr int kCalls = 4;
-  for (ActMode act : {ActMode::fp8_tensor, ActMode::fp8_token, ActMode::fp8_block})
-    for (int64_t m : {7, 200}) {  // 7: split K over 16-token tiles (counters zeroed per call); 200: 128-token
+  struct Case {
+    ActMode act;
+    const char* tm;  // B12X_FP8_TM: "1" runs fp8_block on wgmma_fp8_tm (its W loads before the wait too)
+  };
+  for (const Case& cs : {Case{ActMode::fp8_tensor, nullptr}, Case{ActMode::fp8_token, nullptr},
+                         Case{ActMode::fp8_block, nullptr}, Case{ActMode::fp8_block, "1"}})
+    for (int64_t m : {7, 200}) {
+      const ActMode act = cs.act;
+      const test::ScopedEnv tm("B12X_FP8_TM", cs.tm);  // 7: split K over 16-token tiles (counters zeroed per call); 200: 128-token
                                   // tiles (256 would leave SMs idle at N = 384), whose ring wraps (16 K blocks)
       const int64_t n = m == 7 ? 1024 : 384, k = 2048;
       const linear::Caps caps = fp8_caps(act, n, k, 256, DType::bf16, DType::f32, false);
@@ -429,7 +516,8 @@ TEST_F(LinearFp8Gpu, BackToBackCallsEachUseTheirOwnQuantizedX) {
       B12X_CUDA_CHECK(cudaStreamSynchronize(stream));
       for (int c = 0; c < kCalls; ++c)
         expect_close(ys[c].download(), DType::f32, quantized_reference(xs[c], p, act, scales[c], nullptr),
-                     label(caps, m) + " call " + std::to_string(c) + " of " + std::to_string(kCalls), kTolF32);
+                     label(caps, m) + " call " + std::to_string(c) + " of " + std::to_string(kCalls) + " via " +
+                         plan.path_for(m).name, kTolF32);
     }
   B12X_CUDA_CHECK(cudaStreamDestroy(stream));
 }

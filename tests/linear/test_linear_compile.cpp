@@ -137,11 +137,12 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
   // wgmma_fp8 (quantized activations): promoted: 3 modes x 5 token tiles (16 .. 256); fast_accum:
   // fp8_tensor and fp8_token x 5 (16 .. 256); x 3 out, sm_90a only; fp8_tensor / fp8_token tiles of
-  // 128 and 256 tokens also as clusters of two (4 promoted + 4 fast).
+  // 128 and 256 tokens also as clusters of two (4 promoted + 4 fast); wgmma_fp8_tm (fp8_block with
+  // the tokens as M, 128 x 256 tiles): 3 out.
   EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 +
-                              (9 * 3 + 11 * 2 + 3 + 47 + 2 * 3 * 2) * 3 + (3 * 5 + 2 * 5 + 8) * 3);
+                              (9 * 3 + 11 * 2 + 3 + 47 + 2 * 3 * 2) * 3 + (3 * 5 + 2 * 5 + 8) * 3 + 3);
   std::set<std::string> names;
-  size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, clustered = 0, fp8 = 0;
+  size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, clustered = 0, fp8 = 0, fp8_tm = 0;
   for (const auto& s : specs) {
     EXPECT_TRUE(names.insert(s.name_expression).second) << "duplicate " << s.name_expression;
     if (s.kernel == "linear.wgmma_fp8") {
@@ -149,6 +150,14 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
       EXPECT_EQ(s.source, "linear/kernels/wgmma_fp8.cuh");
       EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a"}));
       EXPECT_EQ(s.max_registers, 168);
+      continue;
+    }
+    if (s.kernel == "linear.wgmma_fp8_tm") {
+      ++fp8_tm;
+      EXPECT_EQ(s.source, "linear/kernels/wgmma_fp8_tm.cuh");
+      EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a"}));
+      EXPECT_EQ(s.max_registers, 168);
+      EXPECT_NE(s.describe().find("act=fp8_block"), std::string::npos) << s.describe();
       continue;
     }
     if (s.kernel == "linear.wgmma_tile16") {
@@ -188,6 +197,7 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   EXPECT_EQ(prefill, (9u * 3 + 11 * 2 + 3 + 47 + 2 * 3 * 2) * 3);
   EXPECT_EQ(clustered, (47u + 2 * 3) * 3);
   EXPECT_EQ(fp8, (3u * 5 + 2 * 5 + 8) * 3);
+  EXPECT_EQ(fp8_tm, 3u);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
   EXPECT_EQ(tile16, mma_combinations() * 2 * 3);
   EXPECT_EQ(iq2, 2u * 2 * 2 * 3);

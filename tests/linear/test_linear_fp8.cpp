@@ -13,6 +13,7 @@
 #include "b12x/runtime/registry.h"
 #include "linear/fp8_gemm.h"
 #include "linear/kernels/wgmma_fp8.cuh"
+#include "linear/kernels/wgmma_fp8_tm.cuh"
 #include "support/env.h"
 #include "support/errors.h"
 #include "support/fake_device.h"
@@ -78,8 +79,12 @@ TEST(LinearFp8, PathsTileTheTokensAndFitSharedMemory) {
   EXPECT_EQ(linear::plan_path(fp8_caps(ActMode::fp8_tensor, 28672 + 128, 8192, 4096), 4096, 132).cluster, 1);
   const linear::Caps block = fp8_caps(ActMode::fp8_block, 28672, 8192, 4096);
   EXPECT_EQ(linear::plan_path(block, 4096, 132).cluster, 1);
-  EXPECT_EQ(linear::plan_path(block, 4096, 132).tokens_per_cta, 256);
-  EXPECT_EQ(linear::plan_path(block, 129, 132).max_tokens, 4096);
+  {  // wgmma_fp8 only (from 1024 tokens fp8_block runs on wgmma_fp8_tm: TokensAsMForLargeFp8Block)
+    const test::ScopedEnv no_tm("B12X_FP8_TM", "0");
+    EXPECT_EQ(linear::plan_path(block, 4096, 132).cluster, 1);
+    EXPECT_EQ(linear::plan_path(block, 4096, 132).tokens_per_cta, 256);
+    EXPECT_EQ(linear::plan_path(block, 129, 132).max_tokens, 4096);
+  }
   // fast_accum: 256-token tiles, 128 while they would leave SMs idle (N = 4096: 32 row tiles, M <= 1024).
   linear::Caps fast = fp8_caps(ActMode::fp8_tensor, 28672, 8192, 4096);
   fast.fast_accum = true;
@@ -134,6 +139,88 @@ TEST(LinearFp8, BlockScaleSlotsPermuteEachSixteenTokensForTheQuadLoads) {
   // Split K is compiled only into tiles of up to 64 tokens, and planned only there.
   EXPECT_TRUE(device::fp8_may_split(64));
   EXPECT_FALSE(device::fp8_may_split(128));
+}
+
+// fp8_block from M = tm_from on: wgmma_fp8_tm (128 tokens x 256 weight rows, the tokens on the
+// wgmma's M side), where M >= 1024 and its tiles fill the SMs; B12X_FP8_TM=0 / 1 forces either kernel.
+TEST(LinearFp8, TokensAsMForLargeFp8Block) {
+  const test::ScopedEnv unset("B12X_FP8_TM", nullptr);
+  using linear::fp8::tm_from;
+  // N = 8192: 32 column tiles, 5 token blocks fill 132 SMs (513 tokens), so 1024 decides.
+  EXPECT_EQ(tm_from(fp8_caps(ActMode::fp8_block, 8192, 8192, 4096), 132), 1024);
+  // N = 1024: 4 column tiles, 33 token blocks (4097 tokens) to fill 132 SMs.
+  EXPECT_EQ(tm_from(fp8_caps(ActMode::fp8_block, 1024, 8192, 8192), 132), 32 * 128 + 1);
+  EXPECT_EQ(tm_from(fp8_caps(ActMode::fp8_block, 1024 + 1, 8192, 8192), 132), 26 * 128 + 1);  // 5 column tiles
+  for (ActMode act : {ActMode::fp8_tensor, ActMode::fp8_token})
+    EXPECT_EQ(tm_from(fp8_caps(act, 8192, 8192, 4096), 132), 0) << act_mode_name(act);
+
+  const linear::Caps caps = fp8_caps(ActMode::fp8_block, 8192, 8192, 4096);
+  for (int64_t t : {1024, 1025, 2048, 4096}) {
+    const linear::PlanPath p = linear::plan_path(caps, t, 132);
+    EXPECT_EQ(p.kind, linear::PathKind::fp8);
+    EXPECT_EQ(p.spec.kernel, "linear.wgmma_fp8_tm") << t;
+    EXPECT_EQ(p.spec.source, "linear/kernels/wgmma_fp8_tm.cuh");
+    EXPECT_EQ(p.spec.name_expression, "b12x::linear_wgmma_fp8_tm_kernel<256, 0>");  // bf16 y
+    EXPECT_EQ(p.name.rfind("fp8.wgmma_fp8_tm{act=fp8_block", 0), 0u) << p.name;
+    EXPECT_NE(p.name.find("tokens_per_tile=128, rows_per_tile=256"), std::string::npos) << p.name;
+    EXPECT_EQ(p.max_tokens, 4096);
+    EXPECT_EQ(p.tokens_per_cta, 128);
+    EXPECT_EQ(p.block.x, 384u);
+    EXPECT_EQ(p.grid.x, 132u);  // 32 x 32 tiles, persistent
+    EXPECT_EQ(p.cluster, 1);
+    EXPECT_EQ(p.ksplit, 1);
+    EXPECT_EQ(p.smem_bytes, static_cast<size_t>(device::fp8_tm_smem_bytes(256)));
+  }
+  // Below 1024 tokens: wgmma_fp8, its last bucket cut at 1023.
+  for (int64_t t : {1, 16, 128, 129, 1023}) {
+    const linear::PlanPath p = linear::plan_path(caps, t, 132);
+    EXPECT_EQ(p.spec.kernel, "linear.wgmma_fp8") << t;
+    EXPECT_EQ(p.name.rfind("fp8.wgmma_fp8{act=fp8_block", 0), 0u) << p.name;
+  }
+  EXPECT_EQ(linear::plan_path(caps, 513, 132).max_tokens, 1023);  // (128-token tiles up to 512: 64 row blocks)
+  EXPECT_EQ(linear::plan_path(caps, 513, 132).tokens_per_cta, 256);
+  const auto b = linear::fp8::buckets(caps, 132);
+  EXPECT_EQ(b.back(), (std::pair<int64_t, int>{4096, 128}));
+  EXPECT_EQ(b[b.size() - 2], (std::pair<int64_t, int>{1023, 256}));
+  // max_tokens below tm_from: wgmma_fp8 only; other modes never.
+  EXPECT_EQ(linear::plan_path(fp8_caps(ActMode::fp8_block, 8192, 8192, 1023), 1023, 132).spec.kernel, "linear.wgmma_fp8");
+  EXPECT_EQ(linear::plan_path(fp8_caps(ActMode::fp8_tensor, 8192, 8192, 4096), 4096, 132).spec.kernel, "linear.wgmma_fp8");
+  EXPECT_EQ(linear::plan_path(fp8_caps(ActMode::fp8_token, 8192, 8192, 4096), 4096, 132).spec.kernel, "linear.wgmma_fp8");
+  // The kernels a plan resolves: wgmma_fp8's 16 .. 256, wgmma_fp8_tm, the quantize kernel.
+  std::set<std::string> kernels;
+  for (const KernelSpec& s : linear::kernel_specs(caps)) kernels.insert(s.kernel);
+  EXPECT_EQ(kernels, (std::set<std::string>{"linear.wgmma_fp8", "linear.wgmma_fp8_tm", "quantize.activations"}));
+  EXPECT_EQ(linear::kernel_specs(caps).size(), 7u);
+  // Never split: no split-K buffers beyond wgmma_fp8's small-M ones.
+  EXPECT_EQ(linear::fp8::scratch(fp8_caps(ActMode::fp8_block, 65536, 8192, 4096, DType::f8_e4m3), 132).bytes(), 0u);
+
+  {  // B12X_FP8_TM=1: every M of fp8_block on wgmma_fp8_tm, one path
+    const test::ScopedEnv on("B12X_FP8_TM", "1");
+    EXPECT_EQ(tm_from(caps, 132), 1);
+    EXPECT_EQ(linear::fp8::buckets(caps, 132), (std::vector<std::pair<int64_t, int>>{{4096, 128}}));
+    for (int64_t t : {1, 129, 4096}) EXPECT_EQ(linear::plan_path(caps, t, 132).spec.kernel, "linear.wgmma_fp8_tm") << t;
+    const linear::PlanPath small = linear::plan_path(fp8_caps(ActMode::fp8_block, 300, 640, 300), 5, 132);
+    EXPECT_EQ(small.spec.kernel, "linear.wgmma_fp8_tm");
+    EXPECT_EQ(small.grid.x, 6u);  // 3 x 2 tiles at max_tokens
+    EXPECT_EQ(linear::plan_path(fp8_caps(ActMode::fp8_tensor, 8192, 8192, 4096), 4096, 132).spec.kernel,
+              "linear.wgmma_fp8");  // fp8_block only
+  }
+  {  // B12X_FP8_TM=0: wgmma_fp8 at every M
+    const test::ScopedEnv off("B12X_FP8_TM", "0");
+    EXPECT_EQ(tm_from(caps, 132), 0);
+    for (int64_t t : {1, 1024, 4096}) EXPECT_EQ(linear::plan_path(caps, t, 132).spec.kernel, "linear.wgmma_fp8") << t;
+  }
+  {  // any other value: BadArgument naming the variable
+    const test::ScopedEnv bad("B12X_FP8_TM", "2");
+    expect_bad_argument([&] { linear::plan_path(caps, 4096, 132); }, "B12X_FP8_TM");
+  }
+  // The ring: 128 x 128 x bytes + 256 x 128 W bytes + scales per stage, 1024-aligned, >= 4 stages.
+  for (int bn : {128, 256}) {
+    EXPECT_EQ(device::fp8_tm_stage_bytes(bn) % 1024, 0);
+    EXPECT_GE(device::fp8_tm_stage_bytes(bn), 128 * 128 + bn * 128 + 4 * 128 + 4 * (bn / 128));
+    EXPECT_GE(device::fp8_tm_stages(bn), 4) << bn;
+    EXPECT_LE(device::fp8_tm_smem_bytes(bn), 227 * 1024) << bn;
+  }
 }
 
 TEST(LinearFp8, SplitKOnlyWhereTilesLeaveSmsIdle) {

@@ -32,8 +32,8 @@
 // (src/linear/kernels/wgmma_fp8.cuh) multiplies it with fp8_tensor / fp8_channel / fp8_block weights
 // on the FP8 tensor cores, every 128-K block's sum promoted into FP32 (block scales applied there), at
 // every token count (16 .. 128 tokens per tile, 256 with fast_accum; split-K when few tiles would
-// leave SMs idle). The weight stays in
-// its checkpoint layout. With act_dtype bf16 / f16 / f32 run() first quantizes x into scratch with the
+// leave SMs idle; fp8_block at large M: wgmma_fp8_tm.cuh, the tokens on the MMA's M side). The weight
+// stays in its checkpoint layout. With act_dtype bf16 / f16 / f32 run() first quantizes x into scratch with the
 // quantize.activations kernel; with act_dtype f8_e4m3 x is already quantized and bind takes its scales.
 // docs/LINEAR_FP8.md has the design and its error analysis.
 // MXFP8 / NVFP4 activations (caps.act = mxfp8 with mxfp8 or mxfp4 (W4A8) weights, nvfp4 with nvfp4

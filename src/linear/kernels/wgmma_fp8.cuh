@@ -11,10 +11,10 @@
 // every 128-K block is summed by the tensor cores into a zeroed set and promoted into the FP32
 // accumulator by the CUDA cores, DeepSeek-style: acc += part (kFp8Block: acc += (sw * sx[token]) *
 // part). Up to 128 tokens two part sets alternate, so the next block's wgmma run while a block is
-// promoted (acc + 2 parts = 3 x 64 registers). 256-token tiles (kHalves) keep one 64-register set
-// over half the tokens: the block's W fragments are loaded into registers once (ldmatrix) and feed
-// two m64n128 wgmma halves, each promoted when done, so shared memory carries what an n256 wgmma
-// would (a 128-token tile's reads and writes per FMA would cap the tensor cores at ~80%: NOTES.md).
+// promoted (acc + 2 parts = 3 x 64 registers). 256-token tiles (kHalves) keep two 32-register sets
+// over token quarters: the block's W fragments are loaded into registers once (ldmatrix) and feed
+// four m64n64 wgmma quarters, each promoted while the next runs, so shared memory carries what an
+// n256 wgmma would (a 128-token tile's reads and writes per FMA would cap the tensor cores at ~80%: NOTES.md).
 // kFast (fp8_tensor / fp8_token only, the caller's choice, like cuBLASLt's FAST_ACCUM) keeps one
 // tensor-core accumulator over K.
 //
@@ -70,7 +70,7 @@ constexpr int kF8SmemBudget = 227 * 1024;  // sm_90's dynamic shared-memory limi
 // tokens (fp8_promotes_halves), within the consumers' 232 registers.
 constexpr int kF8MaxTokensPerTile = 256;
 // Promoted 256-token tiles: per 128-K block the stage's A (W) fragments are loaded into registers
-// once and serve two m64n128 halves of the tokens, each summed into one part set and promoted.
+// once and serve four m64n64 quarters of the tokens, summed into two alternating part sets and promoted.
 constexpr bool fp8_promotes_halves(int bn, bool fast) { return !fast && bn == 256; }
 // Configurations that may run in clusters of two (x multicast): wide tiles, which never split K, of
 // fp8_tensor / fp8_token (fp8_block's consumers, with the scale gather, spill 148 bytes as a pair).
@@ -342,13 +342,13 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       wgmma_fence_regs(acc);
       release((it - 1) % kS);
     } else if constexpr (kHalves) {
-      // 256 tokens, promoted per 128-K block over token halves: acc (128 registers) + one part set
-      // (64) + the block's A fragments (16). The fragments come from the W box by ldmatrix once and
-      // feed both halves (A from registers), so shared memory serves W once per block as an n256
-      // wgmma would; tokens 128 h .. go into part (4 k32 wgmma, one group), which is promoted into
-      // acc[64 h ..] once done. While one warpgroup promotes, the other's wgmma keep the tensor cores
-      // busy.
-      float part[64];
+      // 256 tokens, promoted per 128-K block over token quarters: acc (128 registers) + two part
+      // sets of 32 + the block's A fragments (16). The fragments come from the W box by ldmatrix once
+      // and feed the four quarters (A from registers), so shared memory serves W once per block as an
+      // n256 wgmma would. Quarter q's m64n64 wgmma sum into set q & 1; a set is promoted into
+      // acc[32 q ..] while the next quarter's wgmma run, so within one warpgroup the tensor cores
+      // always have work queued but for the block's last promotion (which the other warpgroup covers).
+      float p0[32], p1[32];
       // This lane's ldmatrix row: matrices (rows 0-7, 8-15 of the warp's 16) x (k bytes 0-15, 16-31)
       // of a k32 step; the W box is 128-byte rows with the 16-byte chunks swizzled by row & 7.
       // Chunk (2 kk + hi) ^ (row & 7) = (2 kk ^ (row & 6)) + ((hi ^ row) & 1) x 16 bytes.
@@ -364,19 +364,29 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
         for (int kk = 0; kk < kF8StageK / 32; ++kk)
           ldsm_x4(a[kk], st + lbase + (((2u * kk) ^ lswz) << 4));
         const float sw = stage_sw(s);
-        B12X_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          take_turn();
-          wgmma_fence_regs(part);
+        auto quarter = [&](float (&p)[32], int q) {  // tokens 64 q .. 64 q + 63 into p, one group
+          wgmma_fence_regs(p);
           wgmma_fence();
           B12X_UNROLL
           for (int kk = 0; kk < kF8StageK / 32; ++kk)
-            wgmma_fp8_rs_n128(part, a[kk], wgmma_desc_sw128(st + kXOff + h * 128 * kF8StageK + 32 * kk), kk > 0);
+            wgmma_fp8_rs_n64(p, a[kk], wgmma_desc_sw128(st + kXOff + q * 64 * kF8StageK + 32 * kk), kk > 0);
           wgmma_commit();
-          pass_turn();
-          wgmma_wait<0>();
-          promote(part, 128 * h, s, sw);
-        }
+          wgmma_fence_regs(p);
+        };
+        take_turn();
+        quarter(p0, 0);
+        quarter(p1, 1);
+        pass_turn();
+        wgmma_wait<1>();
+        promote(p0, 0, s, sw);
+        quarter(p0, 2);
+        wgmma_wait<1>();
+        promote(p1, 64, s, sw);
+        quarter(p1, 3);
+        wgmma_wait<1>();
+        promote(p0, 128, s, sw);
+        wgmma_wait<0>();
+        promote(p1, 192, s, sw);
         release(s);
       }
     } else {
