@@ -106,15 +106,16 @@ TEST(LinearFp8, PathsTileTheTokensAndFitSharedMemory) {
         EXPECT_LE(device::fp8_smem_bytes(mode, bn), 227 * 1024) << mode << " " << bn;
         EXPECT_EQ(device::fp8_stage_bytes(mode, bn) % 1024, 0);
         // fp8_block: the x scales (kBN floats) and the block's weight scale (one float) after W and x.
-        if (mode == device::kFp8Block)
+        if (mode == device::kFp8Block) {
           EXPECT_GE(device::fp8_stage_bytes(mode, bn), device::fp8_scale_offset(bn) + 4 * bn + 4) << bn;
+        }
       }
-  EXPECT_TRUE(device::fp8_valid_config(device::kFp8Tensor, 256, false));  // promoted over token halves
+  EXPECT_TRUE(device::fp8_valid_config(device::kFp8Tensor, 256, false));  // promoted over token quarters
   EXPECT_TRUE(device::fp8_valid_config(device::kFp8Block, 256, false));
   EXPECT_TRUE(device::fp8_valid_config(device::kFp8Tensor, 256, true));
-  EXPECT_TRUE(device::fp8_promotes_halves(256, false));
-  EXPECT_FALSE(device::fp8_promotes_halves(256, true));
-  EXPECT_FALSE(device::fp8_promotes_halves(128, false));
+  EXPECT_TRUE(device::fp8_promotes_quarters(256, false));
+  EXPECT_FALSE(device::fp8_promotes_quarters(256, true));
+  EXPECT_FALSE(device::fp8_promotes_quarters(128, false));
   EXPECT_FALSE(device::fp8_valid_config(device::kFp8Block, 128, true));
   EXPECT_FALSE(device::fp8_valid_config(device::kFp8Tensor, 48, false));
 }

@@ -11,7 +11,7 @@
 // every 128-K block is summed by the tensor cores into a zeroed set and promoted into the FP32
 // accumulator by the CUDA cores, DeepSeek-style: acc += part (kFp8Block: acc += (sw * sx[token]) *
 // part). Up to 128 tokens two part sets alternate, so the next block's wgmma run while a block is
-// promoted (acc + 2 parts = 3 x 64 registers). 256-token tiles (kHalves) keep two 32-register sets
+// promoted (acc + 2 parts = 3 x 64 registers). 256-token tiles (kQuarters) keep two 32-register sets
 // over token quarters: the block's W fragments are loaded into registers once (ldmatrix) and feed
 // four m64n64 wgmma quarters, each promoted while the next runs, so shared memory carries what an
 // n256 wgmma would (a 128-token tile's reads and writes per FMA would cap the tensor cores at ~80%: NOTES.md).
@@ -67,11 +67,11 @@ constexpr int kF8SmemBudget = 227 * 1024;  // sm_90's dynamic shared-memory limi
 
 // Token tiles: 16 .. 256, promoted or not (fp8_block is always promoted). Promoted tiles of up to
 // 128 tokens keep two more FP32 sets of kBN / 2 registers; 256-token tiles one set over half the
-// tokens (fp8_promotes_halves), within the consumers' 232 registers.
+// tokens (fp8_promotes_quarters), within the consumers' 232 registers.
 constexpr int kF8MaxTokensPerTile = 256;
 // Promoted 256-token tiles: per 128-K block the stage's A (W) fragments are loaded into registers
 // once and serve four m64n64 quarters of the tokens, summed into two alternating part sets and promoted.
-constexpr bool fp8_promotes_halves(int bn, bool fast) { return !fast && bn == 256; }
+constexpr bool fp8_promotes_quarters(int bn, bool fast) { return !fast && bn == 256; }
 // Configurations that may run in clusters of two (x multicast): wide tiles, which never split K, of
 // fp8_tensor / fp8_token (fp8_block's consumers, with the scale gather, spill 148 bytes as a pair).
 constexpr bool fp8_cluster_config(int mode, int bn) { return bn >= 128 && mode != kFp8Block; }
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   constexpr int kS = fp8_stages(kMode, kBN), kStage = fp8_stage_bytes(kMode, kBN);
   constexpr int kXOff = fp8_w_bytes(), kScOff = fp8_scale_offset(kBN);
   constexpr bool kBlock = kMode == kFp8Block;
-  constexpr bool kHalves = fp8_promotes_halves(kBN, kFast);
+  constexpr bool kQuarters = fp8_promotes_quarters(kBN, kFast);
   static_assert(kS >= 2, "ring of at least two stages");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring = smem_align<1024>(smem_raw);  // (the 128-byte swizzle of the TMA boxes)
@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       for (int u = first(); u < units(); u += step()) {
         int w_blk, m_blk, kb0, kb1;
         unit_range(u, w_blk, m_blk, kb0, kb1);
-        const int kb_end = kFast || kHalves ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
+        const int kb_end = kFast || kQuarters ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
         for (int i = kb0; i < kb_end; ++i, ++it) {
           const int kb = i < kb1 ? i : kb1 - 1;
           const int s = it % kS;
@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       for (int u = first(); u < units(); u += step()) {
         int w_blk, m_blk, kb0, kb1;
         unit_range(u, w_blk, m_blk, kb0, kb1);
-        const int kb_end = kFast || kHalves ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
+        const int kb_end = kFast || kQuarters ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
         for (int i = kb0; i < kb_end; ++i, ++it) {
           const int kb = i < kb1 ? i : kb1 - 1;
           const int s = it % kS;
@@ -341,7 +341,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       wgmma_wait<0>();
       wgmma_fence_regs(acc);
       release((it - 1) % kS);
-    } else if constexpr (kHalves) {
+    } else if constexpr (kQuarters) {
       // 256 tokens, promoted per 128-K block over token quarters: acc (128 registers) + two part
       // sets of 32 + the block's A fragments (16). The fragments come from the W box by ldmatrix once
       // and feed the four quarters (A from registers), so shared memory serves W once per block as an

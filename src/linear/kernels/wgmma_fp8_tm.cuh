@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   const int cw = wg - 1;
   const int g = lane >> 2, t = lane & 3;
   const int tok_in_tile = 64 * cw + 16 * warp + g;  // tokens tok_in_tile and + 8
-  // This lane's ldmatrix row of the x box (as wgmma_fp8's kHalves path reads the W box): matrices
+  // This lane's ldmatrix row of the x box (as wgmma_fp8's kQuarters path reads the W box): matrices
   // (tokens 0-7, 8-15 of the warp's 16) x (k bytes 0-15, 16-31) of a k32 step; 128-byte rows with
   // the 16-byte chunks swizzled by row & 7: chunk (2 kk + hi) ^ (row & 7) = (2 kk ^ (row & 6)) +
   // ((hi ^ row) & 1).
