@@ -39,9 +39,13 @@ if [[ -n "${AB_TEST_BIN:-}" ]]; then
 fi
 if [[ "${AB_PREWARM:-1}" != 0 ]]; then
   echo "== JIT warm-up, trees in parallel ($(date +%T))"
+  # The timed runs' shapes (AB_BENCH_ARGS' --shapes, if any) so that their kernels compile here too;
+  # not the rest of AB_BENCH_ARGS (the CLI refuses a second --iters / --warmup).
+  warm=()
+  [[ "${AB_BENCH_ARGS:-}" =~ --shapes[=\ ]+([^ ]+) ]] && warm=(--shapes "${BASH_REMATCH[1]}")
   for t in "${trees[@]}"; do
     "$work/build-$t/b12x" bench --suite "baseline,${AB_SUITES:-linear}" ${AB_FILTER:+--filter "$AB_FILTER"} \
-      --iters 1 --warmup 0 >"$work/$t.prewarm.log" 2>&1 &
+      "${warm[@]}" --iters 1 --warmup 0 >"$work/$t.prewarm.log" 2>&1 &
   done
   wait
 fi
