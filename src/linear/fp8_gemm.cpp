@@ -65,8 +65,18 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t w_blocks(const Caps& caps) { return ceil_div(caps.n, device::kF8Rows); }
 int64_t k_blocks(const Caps& caps) { return ceil_div(caps.k, device::kF8StageK); }
 
-KernelSpec make_spec(ActMode act, int bn, DType out, bool fast, int cluster = 1) {
+// What wgmma_fp8 and wgmma_fp8_tm share: sm_90a only (wgmma, TMA, setmaxnreg), 384-thread CTAs
+// (__launch_bounds__(384, 1); setmaxnreg moves 40 -> 232 to the consumers), IEEE FP32 promotion.
+KernelSpec fp8_cta_spec() {
   KernelSpec s;
+  s.archs = {"sm_90a"};
+  s.max_registers = 168;
+  s.options = {"--ftz=false", "--fmad=true"};
+  return s;
+}
+
+KernelSpec make_spec(ActMode act, int bn, DType out, bool fast, int cluster = 1) {
+  KernelSpec s = fp8_cta_spec();
   s.kernel = "linear.wgmma_fp8";
   s.source = "linear/kernels/wgmma_fp8.cuh";
   s.name_expression = detail::concat("b12x::linear_wgmma_fp8_kernel<", mode_code(act), ", ", bn, ", ",
@@ -77,9 +87,6 @@ KernelSpec make_spec(ActMode act, int bn, DType out, bool fast, int cluster = 1)
               {"out", std::string(dtype_name(out))},
               {"accum", fast ? "fast" : "promoted"}};
   if (cluster > 1) s.config.emplace_back("cluster", std::to_string(cluster));
-  s.archs = {"sm_90a"};  // wgmma, TMA, setmaxnreg
-  s.max_registers = 168;  // __launch_bounds__(384, 1); setmaxnreg moves 40 -> 232 to the consumers
-  s.options = {"--ftz=false", "--fmad=true"};
   return s;
 }
 
@@ -89,7 +96,7 @@ constexpr const char* kTmKernel = "linear.wgmma_fp8_tm";
 constexpr int64_t kTmMinTokens = 1024;
 
 KernelSpec make_tm_spec(DType out) {
-  KernelSpec s;
+  KernelSpec s = fp8_cta_spec();
   s.kernel = kTmKernel;
   s.source = "linear/kernels/wgmma_fp8_tm.cuh";
   s.name_expression = detail::concat("b12x::linear_wgmma_fp8_tm_kernel<", device::kF8TmCols, ", ",
@@ -98,9 +105,6 @@ KernelSpec make_tm_spec(DType out) {
               {"tokens_per_tile", std::to_string(device::kF8TmTokens)},
               {"rows_per_tile", std::to_string(device::kF8TmCols)},
               {"out", std::string(dtype_name(out))}};
-  s.archs = {"sm_90a"};
-  s.max_registers = 168;  // as make_spec: __launch_bounds__(384, 1), setmaxnreg 40 / 232
-  s.options = {"--ftz=false", "--fmad=true"};
   return s;
 }
 

@@ -94,6 +94,25 @@ std::string label(const linear::Caps& c, int64_t m) {
          " K=" + std::to_string(c.k) + (c.has_bias ? " bias" : "");
 }
 
+// The spec on sampled weight rows of an FP32 y [m, n]: reference_linear's steps (the activations as
+// the GEMM sees them, a [m, k] f64, the exactly decoded weight wf [n, k], float64 dots) for those
+// rows only, times w_tensor, + bias[row] if given; compared with y's columns `rows`.
+void expect_sampled_rows_close(const std::vector<uint8_t>& y, const HostTensor& a, const HostTensor& wf,
+                               const std::vector<int64_t>& rows, int64_t m, int64_t n, int64_t k, double w_tensor,
+                               const HostTensor* bias, const std::string& what) {
+  const int64_t cols = static_cast<int64_t>(rows.size());
+  std::vector<uint8_t> got(static_cast<size_t>(m * cols) * 4);
+  HostTensor want(DType::f64, {m, cols});
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t r = 0; r < cols; ++r) {
+      std::memcpy(got.data() + 4 * (t * cols + r), y.data() + 4 * (t * n + rows[r]), 4);
+      double dot = 0;
+      for (int64_t c = 0; c < k; ++c) dot += a.ptr<double>()[t * k + c] * static_cast<double>(wf.ptr<float>()[rows[r] * k + c]);
+      want.ptr<double>()[t * cols + r] = dot * w_tensor + (bias ? static_cast<double>(bias->ptr<float>()[rows[r]]) : 0.0);
+    }
+  expect_close(got, DType::f32, want, what);
+}
+
 class LinearFp8Gpu : public testing::Test {
  protected:
   void SetUp() override {
@@ -271,17 +290,7 @@ TEST_F(LinearFp8Gpu, LargePrefillShapeMatchesReferenceOnSampledRows) {
     reference_activations(x.view(), act, s, a.view());
     dequantize_weight(p.view(), wf.view(), /*apply_tensor_scale=*/false);
     const double w_tensor = act == ActMode::fp8_tensor ? static_cast<double>(p.scale2) : 1.0;
-    const int64_t cols = static_cast<int64_t>(rows.size());
-    std::vector<uint8_t> got(static_cast<size_t>(m * cols) * 4);
-    HostTensor want(DType::f64, {m, cols});
-    for (int64_t t = 0; t < m; ++t)
-      for (int64_t r = 0; r < cols; ++r) {
-        std::memcpy(got.data() + 4 * (t * cols + r), y.data() + 4 * (t * n + rows[r]), 4);
-        double dot = 0;
-        for (int64_t c = 0; c < k; ++c) dot += a.ptr<double>()[t * k + c] * static_cast<double>(wf.ptr<float>()[rows[r] * k + c]);
-        want.ptr<double>()[t * cols + r] = dot * w_tensor;
-      }
-    expect_close(got, DType::f32, want, label(caps, m) + " via " + plan.path_for(m).name);
+    expect_sampled_rows_close(y, a, wf, rows, m, n, k, w_tensor, nullptr, label(caps, m) + " via " + plan.path_for(m).name);
   }
 }
 
@@ -345,17 +354,7 @@ TEST_F(LinearFp8Gpu, TokensAsMKernelWalksSeveralUnitsPerCta) {
   HostTensor a(DType::f64, {m, k}), wf(DType::f32, {n, k});
   reference_activations(x.view(), ActMode::fp8_block, 1.0f, a.view());
   dequantize_weight(p.view(), wf.view(), /*apply_tensor_scale=*/false);
-  const int64_t cols = static_cast<int64_t>(rows.size());
-  std::vector<uint8_t> got(static_cast<size_t>(m * cols) * 4);
-  HostTensor want(DType::f64, {m, cols});
-  for (int64_t t = 0; t < m; ++t)
-    for (int64_t r = 0; r < cols; ++r) {
-      std::memcpy(got.data() + 4 * (t * cols + r), y.data() + 4 * (t * n + rows[r]), 4);
-      double dot = 0;
-      for (int64_t c = 0; c < k; ++c) dot += a.ptr<double>()[t * k + c] * static_cast<double>(wf.ptr<float>()[rows[r] * k + c]);
-      want.ptr<double>()[t * cols + r] = dot + static_cast<double>(bias.ptr<float>()[rows[r]]);
-    }
-  expect_close(got, DType::f32, want, label(caps, m) + " via " + path.name);
+  expect_sampled_rows_close(y, a, wf, rows, m, n, k, 1.0, &bias, label(caps, m) + " via " + path.name);
   // Every output written (the poison is NaN): the sampled rows above, the whole y here.
   int64_t unwritten = 0;
   for (int64_t e = 0; e < m * n; ++e) unwritten += std::isnan(load_f32(y.data(), DType::f32, e)) ? 1 : 0;

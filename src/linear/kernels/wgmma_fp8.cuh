@@ -112,6 +112,39 @@ constexpr long long fp8_partial_floats(int bn) { return static_cast<long long>(k
 #if defined(__CUDACC__)
 #include "device/wgmma_fp8.cuh"
 
+namespace b12x::device {
+
+// A from registers (both wgmma_fp8's 256-token promoted tiles and wgmma_fp8_tm): a consumer
+// warpgroup's 64 rows of a 128-K block in a box of 128-byte rows whose 16-byte chunks are swizzled by
+// row & 7 (the TMA 128-byte swizzle), loaded once per block by ldmatrix x4 into the mma.m16n8k32 A
+// layout per k32 step (CuTe's ALayout_64x32). This lane's ldmatrix row: matrices (rows 0-7, 8-15 of
+// the warp's 16) x (k bytes 0-15, 16-31); chunk (2 kk + hi) ^ (row & 7) = (2 kk ^ (row & 6)) +
+// ((hi ^ row) & 1) x 16 bytes, so `base` holds the row and its odd half and `swz` the rest.
+struct Fp8RsA {
+  unsigned base, swz;
+};
+B12X_DEV Fp8RsA fp8_rs_a(int cw, int warp, int lane) {
+  const int row = 64 * cw + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
+  return {static_cast<unsigned>(row * kF8StageK + ((((lane >> 4) ^ row) & 1) << 4)), static_cast<unsigned>(row & 6)};
+}
+// The block's A fragments from the box at shared address `box`.
+B12X_DEV void fp8_rs_load(unsigned (&a)[kF8StageK / 32][4], Fp8RsA lane_a, unsigned box) {
+  B12X_UNROLL
+  for (int kk = 0; kk < kF8StageK / 32; ++kk) ldsm_x4(a[kk], box + lane_a.base + (((2u * kk) ^ lane_a.swz) << 4));
+}
+// p = A . B over the block, B the 64 K-major rows of 128 bytes at shared address b_rows: four k32
+// m64n64 wgmma with A from registers, committed as one group.
+B12X_DEV void fp8_rs_group_n64(float (&p)[32], const unsigned (&a)[kF8StageK / 32][4], unsigned b_rows) {
+  wgmma_fence_regs(p);
+  wgmma_fence();
+  B12X_UNROLL
+  for (int kk = 0; kk < kF8StageK / 32; ++kk) wgmma_fp8_rs_n64(p, a[kk], wgmma_desc_sw128(b_rows + 32 * kk), kk > 0);
+  wgmma_commit();
+  wgmma_fence_regs(p);
+}
+
+}  // namespace b12x::device
+
 namespace b12x {
 
 // kMode (Fp8GemmMode), kBN tokens per tile, kOut, kFast (fp8_valid_config).
@@ -349,30 +382,16 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       // acc[32 q ..] while the next quarter's wgmma run, so within one warpgroup the tensor cores
       // always have work queued but for the block's last promotion (which the other warpgroup covers).
       float p0[32], p1[32];
-      // This lane's ldmatrix row: matrices (rows 0-7, 8-15 of the warp's 16) x (k bytes 0-15, 16-31)
-      // of a k32 step; the W box is 128-byte rows with the 16-byte chunks swizzled by row & 7.
-      // Chunk (2 kk + hi) ^ (row & 7) = (2 kk ^ (row & 6)) + ((hi ^ row) & 1) x 16 bytes.
-      const int lrow = 64 * cw + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
-      const unsigned lbase = static_cast<unsigned>(lrow * kF8StageK + ((((lane >> 4) ^ lrow) & 1) << 4));
-      const unsigned lswz = static_cast<unsigned>(lrow & 6);
+      const Fp8RsA lane_a = fp8_rs_a(cw, warp, lane);
       for (int kb = kb0; kb < kb1; ++kb, ++it) {
         const int s = it % kS;
         mbar_wait(full(s), (it / kS) & 1);
         const unsigned st = smem_u32(ring + s * kStage);
         unsigned a[kF8StageK / 32][4];
-        B12X_UNROLL
-        for (int kk = 0; kk < kF8StageK / 32; ++kk)
-          ldsm_x4(a[kk], st + lbase + (((2u * kk) ^ lswz) << 4));
+        fp8_rs_load(a, lane_a, st);
         const float sw = stage_sw(s);
-        auto quarter = [&](float (&p)[32], int q) {  // tokens 64 q .. 64 q + 63 into p, one group
-          wgmma_fence_regs(p);
-          wgmma_fence();
-          B12X_UNROLL
-          for (int kk = 0; kk < kF8StageK / 32; ++kk)
-            wgmma_fp8_rs_n64(p, a[kk], wgmma_desc_sw128(st + kXOff + q * 64 * kF8StageK + 32 * kk), kk > 0);
-          wgmma_commit();
-          wgmma_fence_regs(p);
-        };
+        // tokens 64 q .. 64 q + 63 into p, one group
+        auto quarter = [&](float (&p)[32], int q) { fp8_rs_group_n64(p, a, st + kXOff + q * 64 * kF8StageK); };
         take_turn();
         quarter(p0, 0);
         quarter(p1, 1);

@@ -164,13 +164,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   const int cw = wg - 1;
   const int g = lane >> 2, t = lane & 3;
   const int tok_in_tile = 64 * cw + 16 * warp + g;  // tokens tok_in_tile and + 8
-  // This lane's ldmatrix row of the x box (as wgmma_fp8's kQuarters path reads the W box): matrices
-  // (tokens 0-7, 8-15 of the warp's 16) x (k bytes 0-15, 16-31) of a k32 step; 128-byte rows with
-  // the 16-byte chunks swizzled by row & 7: chunk (2 kk + hi) ^ (row & 7) = (2 kk ^ (row & 6)) +
-  // ((hi ^ row) & 1).
-  const int lrow = 64 * cw + 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
-  const unsigned lbase = static_cast<unsigned>(lrow * kF8StageK + ((((lane >> 4) ^ lrow) & 1) << 4));
-  const unsigned lswz = static_cast<unsigned>(lrow & 6);
+  const Fp8RsA lane_a = fp8_rs_a(cw, warp, lane);  // (of the x box: the tokens are A here)
 
   int it = 0;
   for (int u = static_cast<int>(blockIdx.x); u < units(); u += static_cast<int>(gridDim.x)) {
@@ -184,8 +178,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       mbar_wait(full(s), (it / kS) & 1);
       const unsigned st = smem_u32(ring + s * kStage);
       unsigned a[kF8StageK / 32][4];
-      B12X_UNROLL
-      for (int kk = 0; kk < kF8StageK / 32; ++kk) ldsm_x4(a[kk], st + lbase + (((2u * kk) ^ lswz) << 4));
+      fp8_rs_load(a, lane_a, st);
       // The block's factors, RN(sw * sx) as wgmma_fp8's promote: f[r][h] for row block r, token + 8 h.
       const float* sc = reinterpret_cast<const float*>(ring + s * kStage + kScOff);
       const float sx_lo = sc[tok_in_tile], sx_hi = sc[tok_in_tile + 8];
@@ -196,15 +189,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
         f[r][0] = mul_rn(sw, sx_lo), f[r][1] = mul_rn(sw, sx_hi);
       }
       // Weight rows 64 q .. 64 q + 63 of the block into p (four k32 wgmma, one group).
-      auto issue = [&](float (&p)[32], int q) {
-        wgmma_fence_regs(p);
-        wgmma_fence();
-        B12X_UNROLL
-        for (int kk = 0; kk < kF8StageK / 32; ++kk)
-          wgmma_fp8_rs_n64(p, a[kk], wgmma_desc_sw128(st + kWOff + q * 64 * kF8StageK + 32 * kk), kk > 0);
-        wgmma_commit();
-        wgmma_fence_regs(p);
-      };
+      auto issue = [&](float (&p)[32], int q) { fp8_rs_group_n64(p, a, st + kWOff + q * 64 * kF8StageK); };
       // Quarter q's sum (done) into acc[32 q ..]: one FFMA each.
       auto promote = [&](float (&p)[32], int q) {
         wgmma_fence_regs(p);
