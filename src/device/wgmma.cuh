@@ -227,6 +227,13 @@ B12X_DEV unsigned long long wgmma_desc_sw128(unsigned smem_addr) {
   d |= 1ull << 62;                                                      // 128-byte swizzle
   return d;
 }
+// The descriptor of the tile `bytes` further on than d's (a multiple of 16): one add to the start
+// field, where wgmma_desc_sw128(addr + bytes) repeats the field's mask, shift and OR for every wgmma
+// (4-5 uniform-datapath instructions each, which take the warp's issue slots). Shared-memory
+// addresses lie below 2^18, so the 14-bit field cannot carry into the next one.
+B12X_DEV unsigned long long wgmma_desc_advance(unsigned long long d, unsigned bytes) {
+  return (d & 0xFFFFFFFF00000000ull) | (static_cast<unsigned>(d) + (bytes >> 4));
+}
 
 // The wgmma operand lists below are written out by scripts/gen_wgmma_rs.py (N / 2 accumulators a
 // thread). A is the m64k16 fragment of the warpgroup: warp w holds rows 16w .. 16w+15 exactly as

@@ -195,7 +195,8 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
         f[r][0] = mul_rn(sw, sx_lo), f[r][1] = mul_rn(sw, sx_hi);
       }
       // Weight rows 64 q .. 64 q + 63 of the block into p (four k32 wgmma, one group).
-      auto issue = [&](float (&p)[32], int q) { fp8_rs_group_n64(p, a, st + kWOff + q * 64 * kF8StageK); };
+      const unsigned long long w_desc = wgmma_desc_sw128(st + kWOff);
+      auto issue = [&](float (&p)[32], int q) { fp8_rs_group_n64(p, a, wgmma_desc_advance(w_desc, q * 64 * kF8StageK)); };
       // Quarter q's sum (done) into acc[32 q ..]: one FFMA each.
       auto promote = [&](float (&p)[32], int q) {
         wgmma_fence_regs(p);
