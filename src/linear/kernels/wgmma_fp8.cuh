@@ -132,13 +132,13 @@ B12X_DEV void fp8_rs_load(unsigned (&a)[kF8StageK / 32][4], Fp8RsA lane_a, unsig
   B12X_UNROLL
   for (int kk = 0; kk < kF8StageK / 32; ++kk) ldsm_x4(a[kk], box + lane_a.base + (((2u * kk) ^ lane_a.swz) << 4));
 }
-// p = A . B over the block, B the 64 K-major rows of 128 bytes that descriptor b_rows starts at: four
+// p = A . B over the block, B the 64 K-major rows of 128 bytes that descriptor b_desc starts at: four
 // k32 m64n64 wgmma with A from registers, committed as one group.
-B12X_DEV void fp8_rs_group_n64(float (&p)[32], const unsigned (&a)[kF8StageK / 32][4], unsigned long long b_rows) {
+B12X_DEV void fp8_rs_group_n64(float (&p)[32], const unsigned (&a)[kF8StageK / 32][4], unsigned long long b_desc) {
   wgmma_fence_regs(p);
   wgmma_fence();
   B12X_UNROLL
-  for (int kk = 0; kk < kF8StageK / 32; ++kk) wgmma_fp8_rs_n64(p, a[kk], wgmma_desc_advance(b_rows, 32 * kk), kk > 0);
+  for (int kk = 0; kk < kF8StageK / 32; ++kk) wgmma_fp8_rs_n64(p, a[kk], wgmma_desc_advance(b_desc, 32 * kk), kk > 0);
   wgmma_commit();
   wgmma_fence_regs(p);
 }
