@@ -8,17 +8,24 @@
 //   rs64acc  RS m64n64k32 x 4, four quarters into four 32-register accumulators, no promotion
 //   rs64pro  RS n64 quarters into two alternating part sets, each promoted (FADD) once done
 //            (wgmma_fp8's promoted 256-token quarters; wgmma_fp8_tm has the same shape)
+// and, to split the fast_accum GEMM's loss between feeding and epilogue, ss256 fed like the GEMM:
+//   feed     ss256 from a 4-slot ring that a producer thread fills with bulk copies (16 KiB + 32 KiB per
+//            block from an L2-resident 24 MiB buffer, full / empty mbarriers): the GEMM's mainloop with
+//            its shared-memory writes but no HBM reads and no epilogue
+//   feed+epi feed, plus every 64 blocks (one 4096x8192x8192 tile's K) the GEMM's register epilogue:
+//            BF16 pairs traded by shuffle and stored as 32-bit words into a 64 MiB y
 // Build and run on the GPU machine: nvcc -std=c++20 -O3 -arch=sm_90a -I src -I include
 //   scripts/microbench/wgmma_fp8_rate.cu -o /tmp/wgmma_rate && /tmp/wgmma_rate
 #include <cuda_runtime.h>
 
 #include <cstdio>
 
+#include "device/convert.cuh"
 #include "device/wgmma_fp8.cuh"
 
 using namespace b12x::device;
 
-constexpr int kBlocks = 2000;  // 128-K blocks per warpgroup
+constexpr int kBlocks = 2048;  // 128-K blocks per warpgroup (32 tiles of K = 8192 for feed+epi)
 constexpr int kSmem = 48 * 1024;
 
 enum Variant { kSs256, kSs128x2, kRs64Acc, kRs64Pro };
@@ -132,6 +139,123 @@ __global__ void __launch_bounds__(256, 1) rate_kernel(float* out) {
 #endif
 }
 
+constexpr int kFeedSlots = 4, kFeedStage = 48 * 1024, kFeedSmem = kFeedSlots * kFeedStage + 1024 + 64;
+constexpr long long kFeedSrcBytes = 512LL * kFeedStage;  // 24 MiB: stays in L2 after the first pass
+
+template <bool kEpi>
+__global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, unsigned char* y, float* out) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const unsigned ring = smem_u32(smem);
+  const unsigned bars = ring + kFeedSlots * kFeedStage;
+  auto full = [&](int s) { return bars + 8u * s; };
+  auto empty = [&](int s) { return bars + 8u * (kFeedSlots + s); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kFeedSlots; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  if (wg == 2) {  // producer
+    warpgroup_regs_dec<40>();
+    if (warp == 0 && lane == 0) {
+      for (int it = 0; it < kBlocks; ++it) {
+        const int s = it % kFeedSlots;
+        if (it >= kFeedSlots) mbar_wait(empty(s), ((it / kFeedSlots) - 1) & 1);
+        const unsigned char* from = src + ((blockIdx.x * 7LL + it) % 512) * kFeedStage;
+        mbar_arrive_expect_tx(full(s), kFeedStage);
+        bulk_load(ring + s * kFeedStage, from, 16384, full(s));
+        bulk_load(ring + s * kFeedStage + 16384, from + 16384, 32768, full(s));
+      }
+    }
+    return;
+  }
+  warpgroup_regs_inc<232>();
+  const int cw = wg;
+  float acc[128];
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  float sum = 0.0f;
+  constexpr int kTileBlocks = 64;
+  // Tiles of kTileBlocks blocks, as the GEMM walks them: the accumulator restarts per tile (feed+epi).
+  for (int it0 = 0; it0 < kBlocks; it0 += kTileBlocks) {
+    for (int it = it0; it < it0 + kTileBlocks; ++it) {
+      const int s = it % kFeedSlots;
+      mbar_wait(full(s), (it / kFeedSlots) & 1);
+      const unsigned long long d = wgmma_desc_sw128(ring + s * kFeedStage);
+      const unsigned long long a = wgmma_desc_advance(d, 8192 * cw), b = wgmma_desc_advance(d, 16384);
+      const bool more = !kEpi || it > it0;
+      wgmma_fence_regs(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_fp8<256>(acc, wgmma_desc_advance(a, 32 * kk), wgmma_desc_advance(b, 32 * kk), more || kk > 0);
+      wgmma_commit();
+      wgmma_fence_regs(acc);
+      wgmma_wait<1>();
+      if (it > it0 && lane == 0) mbar_arrive(empty((it - 1) % kFeedSlots));
+    }
+    wgmma_wait<0>();
+    wgmma_fence_regs(acc);
+    if (lane == 0) mbar_arrive(empty((it0 + kTileBlocks - 1) % kFeedSlots));
+    if constexpr (kEpi) {
+      // The GEMM's epilogue for tile (blockIdx.x + gridDim.x r) of 16 x 64 (256 tokens x 128 rows, N = 8192).
+      const int tile = (blockIdx.x + gridDim.x * (it0 / kTileBlocks)) % 1024, m_blk = tile % 16, w_blk = tile / 16;
+      const int g = lane >> 2, t = lane & 3;
+      const int r_lo = 128 * w_blk + 64 * cw + 16 * warp + g;
+#pragma unroll
+      for (int c = 0; c < 32; ++c) {
+        const int tok0 = 256 * m_blk + 8 * c + 2 * t;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float v0 = acc[4 * c + 2 * h], v1 = acc[4 * c + 2 * h + 1];
+          const bool odd = g & 1;
+          const float got = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
+          const int tok = odd ? tok0 + 1 : tok0, r0 = (odd ? r_lo - 1 : r_lo) + 8 * h;
+          const unsigned bits = pack_bf16x2(odd ? got : v0, odd ? v1 : got);
+          *reinterpret_cast<unsigned*>(y + 2 * (static_cast<long long>(tok) * 8192 + r0)) = bits;
+        }
+      }
+    }
+  }
+  wgmma_wait<0>();
+  wgmma_fence_regs(acc);
+  for (int i = 0; i < 128; ++i) sum += acc[i];
+  if (sum == 12345.0f) out[threadIdx.x] = sum;
+#else
+  (void)src, (void)y, (void)out;
+#endif
+}
+
+template <bool kEpi>
+double feed_tflops(const char* name, int sms) {
+  float* out;
+  unsigned char *src, *y;
+  cudaMalloc(&out, 4096);
+  cudaMalloc(&src, kFeedSrcBytes);
+  cudaMemset(src, 0, kFeedSrcBytes);
+  cudaMalloc(&y, 4096LL * 8192 * 2);
+  cudaFuncSetAttribute(feed_kernel<kEpi>, cudaFuncAttributeMaxDynamicSharedMemorySize, kFeedSmem);
+  feed_kernel<kEpi><<<sms, 384, kFeedSmem>>>(src, y, out);  // warm-up
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  float best = 1e30f;
+  for (int r = 0; r < 5; ++r) {
+    cudaEventRecord(e0);
+    feed_kernel<kEpi><<<sms, 384, kFeedSmem>>>(src, y, out);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    best = ms < best ? ms : best;
+  }
+  const cudaError_t err = cudaGetLastError();
+  const double flop = 2.0 * sms * kBlocks * 2.0 * 64 * 256 * 128;
+  const double tf = flop / (best * 1e-3) / 1e12;
+  std::printf("%-9s %8.3f ms  %7.1f TFLOP/s  %s\n", name, best, tf, err == cudaSuccess ? "" : cudaGetErrorString(err));
+  cudaFree(out), cudaFree(src), cudaFree(y);
+  return tf;
+}
+
 template <int kV>
 double tflops(const char* name, int sms) {
   float* out;
@@ -169,5 +293,7 @@ int main() {
   tflops<kSs128x2>("ss128x2", sms);
   tflops<kRs64Acc>("rs64acc", sms);
   tflops<kRs64Pro>("rs64pro", sms);
+  feed_tflops<false>("feed", sms);
+  feed_tflops<true>("feed+epi", sms);
   return 0;
 }
