@@ -14,6 +14,11 @@
 //            its shared-memory writes but no HBM reads and no epilogue
 //   feed+epi feed, plus every 64 blocks (one 4096x8192x8192 tile's K) the GEMM's register epilogue:
 //            BF16 pairs traded by shuffle and stored as 32-bit words into a 64 MiB y
+//   copy-only the ring's copies with no wgmma (the feed's own ceiling: L2 -> shared memory rate)
+//   feed-A-only  only A (16 KiB) streamed per block, B fixed: a third of the bytes
+//   contend  wgmma on a fixed tile while the copies stream into the ring with no hand-off (does
+//            the copies' shared-memory traffic slow the tensor cores?)
+//   *-8x64K  the same 192 KiB as 8 slots of 64-K half blocks (more, smaller copies in flight)
 // Build and run on the GPU machine: nvcc -std=c++20 -O3 -arch=sm_90a -I src -I include
 //   scripts/microbench/wgmma_fp8_rate.cu -o /tmp/wgmma_rate && /tmp/wgmma_rate
 #include <cuda_runtime.h>
@@ -139,19 +144,34 @@ __global__ void __launch_bounds__(256, 1) rate_kernel(float* out) {
 #endif
 }
 
-constexpr int kFeedSlots = 4, kFeedStage = 48 * 1024, kFeedSmem = kFeedSlots * kFeedStage + 1024 + 64;
+constexpr int kFeedMaxSlots = 8, kFeedStage = 48 * 1024;
+constexpr int kFeedSmem = 4 * kFeedStage + 1024 + 256;  // 192 KiB of slots (any slot count) + barriers
 constexpr long long kFeedSrcBytes = 512LL * kFeedStage;  // 24 MiB: stays in L2 after the first pass
 
-template <bool kEpi>
+// kMode: how the ss256 loop is fed.
+enum FeedMode {
+  kFeed,      // the GEMM's mainloop: 16 KiB A + 32 KiB B per block through the ring
+  kFeedEpi,   // kFeed + the register epilogue every 64 blocks
+  kCopyOnly,  // the producer's copies alone: consumers wait for each slot and release it (no wgmma)
+  kFeedA,     // only A (16 KiB) streamed per block; B fixed in shared memory: a third of the traffic
+  kContend,   // the wgmma on a fixed tile while the producer streams 48 KiB blocks (no hand-off):
+              // the tensor cores' rate under the copies' shared-memory writes
+};
+
+// kSlots ring slots of kSlotBytes (the 192 KiB split: 4 x 48 KiB, or 8 x 24 KiB of 64-K blocks).
+template <int kMode, int kSlots>
 __global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, unsigned char* y, float* out) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kSlotBytes = 4 * kFeedStage / kSlots;  // a 128-K block (48 KiB) or a 64-K half (24 KiB)
+  constexpr int kSub = kFeedStage / kSlotBytes;         // slots per 128-K block: 1 or 2
+  constexpr int kCopy = kMode == kFeedA ? kSlotBytes / 3 : kSlotBytes;  // bytes copied per slot
   extern __shared__ __align__(1024) unsigned char smem[];
   const unsigned ring = smem_u32(smem);
-  const unsigned bars = ring + kFeedSlots * kFeedStage;
+  const unsigned bars = ring + 4 * kFeedStage;
   auto full = [&](int s) { return bars + 8u * s; };
-  auto empty = [&](int s) { return bars + 8u * (kFeedSlots + s); };
+  auto empty = [&](int s) { return bars + 8u * (kFeedMaxSlots + s); };
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kFeedSlots; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
+    for (int s = 0; s < kSlots; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
     mbar_init_fence();
   }
   __syncthreads();
@@ -159,13 +179,12 @@ __global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, 
   if (wg == 2) {  // producer
     warpgroup_regs_dec<40>();
     if (warp == 0 && lane == 0) {
-      for (int it = 0; it < kBlocks; ++it) {
-        const int s = it % kFeedSlots;
-        if (it >= kFeedSlots) mbar_wait(empty(s), ((it / kFeedSlots) - 1) & 1);
-        const unsigned char* from = src + ((blockIdx.x * 7LL + it) % 512) * kFeedStage;
-        mbar_arrive_expect_tx(full(s), kFeedStage);
-        bulk_load(ring + s * kFeedStage, from, 16384, full(s));
-        bulk_load(ring + s * kFeedStage + 16384, from + 16384, 32768, full(s));
+      for (int it = 0; it < kBlocks * kSub; ++it) {
+        const int s = it % kSlots;
+        if (it >= kSlots) mbar_wait(kMode == kContend ? full(s) : empty(s), ((it / kSlots) - 1) & 1);
+        const unsigned char* from = src + ((blockIdx.x * 7LL + it) % 1024) * kSlotBytes;
+        mbar_arrive_expect_tx(full(s), kCopy);
+        bulk_load(ring + s * kSlotBytes, from, kCopy, full(s));
       }
     }
     return;
@@ -176,28 +195,45 @@ __global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, 
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
   float sum = 0.0f;
   constexpr int kTileBlocks = 64;
+  // A slot's operands: A = this warpgroup's 64 rows (8 KiB) at offset 8 KiB cw, B (256 rows) at 16 KiB
+  // (kFeedA, kContend: a fixed tile). 64-K slots: rows of 64 bytes would not be the 128-byte swizzle,
+  // so they keep the 128-byte row layout and a half block's wgmma read the slot's first 64 bytes of each
+  // row (this measures the feed, not the numbers).
+  auto slot_descs = [&](int s, unsigned long long& a, unsigned long long& b) {
+    const unsigned base = kMode == kContend ? ring : ring + (s / kSub) * kFeedStage;
+    a = wgmma_desc_sw128(base + 8192 * cw);
+    b = kMode == kFeedA || kMode == kContend ? wgmma_desc_sw128(ring + 16384) : wgmma_desc_sw128(base + 16384);
+  };
   // Tiles of kTileBlocks blocks, as the GEMM walks them: the accumulator restarts per tile (feed+epi).
-  for (int it0 = 0; it0 < kBlocks; it0 += kTileBlocks) {
-    for (int it = it0; it < it0 + kTileBlocks; ++it) {
-      const int s = it % kFeedSlots;
-      mbar_wait(full(s), (it / kFeedSlots) & 1);
-      const unsigned long long d = wgmma_desc_sw128(ring + s * kFeedStage);
-      const unsigned long long a = wgmma_desc_advance(d, 8192 * cw), b = wgmma_desc_advance(d, 16384);
-      const bool more = !kEpi || it > it0;
-      wgmma_fence_regs(acc);
-      wgmma_fence();
+  for (int it0 = 0; it0 < kBlocks * kSub; it0 += kTileBlocks * kSub) {
+    for (int it = it0; it < it0 + kTileBlocks * kSub; ++it) {
+      const int s = it % kSlots;
+      if constexpr (kMode != kContend) mbar_wait(full(s), (it / kSlots) & 1);
+      if constexpr (kMode != kCopyOnly) {
+        unsigned long long a, b;
+        slot_descs(s, a, b);
+        const bool more = kMode != kFeedEpi || it > it0;
+        wgmma_fence_regs(acc);
+        wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        wgmma_fp8<256>(acc, wgmma_desc_advance(a, 32 * kk), wgmma_desc_advance(b, 32 * kk), more || kk > 0);
-      wgmma_commit();
-      wgmma_fence_regs(acc);
-      wgmma_wait<1>();
-      if (it > it0 && lane == 0) mbar_arrive(empty((it - 1) % kFeedSlots));
+        for (int kk = 0; kk < 4 / kSub; ++kk)
+          wgmma_fp8<256>(acc, wgmma_desc_advance(a, 32 * kk), wgmma_desc_advance(b, 32 * kk), more || kk > 0);
+        wgmma_commit();
+        wgmma_fence_regs(acc);
+        wgmma_wait<1>();
+      }
+      if constexpr (kMode == kCopyOnly) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty(s));
+      } else if constexpr (kMode != kContend) {
+        if (it > it0 && lane == 0) mbar_arrive(empty((it - 1) % kSlots));
+      }
     }
     wgmma_wait<0>();
     wgmma_fence_regs(acc);
-    if (lane == 0) mbar_arrive(empty((it0 + kTileBlocks - 1) % kFeedSlots));
-    if constexpr (kEpi) {
+    if constexpr (kMode != kCopyOnly && kMode != kContend)
+      if (lane == 0) mbar_arrive(empty((it0 + kTileBlocks * kSub - 1) % kSlots));
+    if constexpr (kMode == kFeedEpi) {
       // The GEMM's epilogue for tile (blockIdx.x + gridDim.x r) of 16 x 64 (256 tokens x 128 rows, N = 8192).
       const int tile = (blockIdx.x + gridDim.x * (it0 / kTileBlocks)) % 1024, m_blk = tile % 16, w_blk = tile / 16;
       const int g = lane >> 2, t = lane & 3;
@@ -217,8 +253,6 @@ __global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, 
       }
     }
   }
-  wgmma_wait<0>();
-  wgmma_fence_regs(acc);
   for (int i = 0; i < 128; ++i) sum += acc[i];
   if (sum == 12345.0f) out[threadIdx.x] = sum;
 #else
@@ -226,22 +260,23 @@ __global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, 
 #endif
 }
 
-template <bool kEpi>
-double feed_tflops(const char* name, int sms) {
+// Prints TFLOP/s (as if every block ran its wgmma) and the copies' aggregate rate into shared memory.
+template <int kMode, int kSlots = 4>
+void feed_run(const char* name, int sms) {
   float* out;
   unsigned char *src, *y;
   cudaMalloc(&out, 4096);
   cudaMalloc(&src, kFeedSrcBytes);
   cudaMemset(src, 0, kFeedSrcBytes);
   cudaMalloc(&y, 4096LL * 8192 * 2);
-  cudaFuncSetAttribute(feed_kernel<kEpi>, cudaFuncAttributeMaxDynamicSharedMemorySize, kFeedSmem);
-  feed_kernel<kEpi><<<sms, 384, kFeedSmem>>>(src, y, out);  // warm-up
+  cudaFuncSetAttribute(feed_kernel<kMode, kSlots>, cudaFuncAttributeMaxDynamicSharedMemorySize, kFeedSmem);
+  feed_kernel<kMode, kSlots><<<sms, 384, kFeedSmem>>>(src, y, out);  // warm-up
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0), cudaEventCreate(&e1);
   float best = 1e30f;
   for (int r = 0; r < 5; ++r) {
     cudaEventRecord(e0);
-    feed_kernel<kEpi><<<sms, 384, kFeedSmem>>>(src, y, out);
+    feed_kernel<kMode, kSlots><<<sms, 384, kFeedSmem>>>(src, y, out);
     cudaEventRecord(e1);
     cudaEventSynchronize(e1);
     float ms;
@@ -250,10 +285,10 @@ double feed_tflops(const char* name, int sms) {
   }
   const cudaError_t err = cudaGetLastError();
   const double flop = 2.0 * sms * kBlocks * 2.0 * 64 * 256 * 128;
-  const double tf = flop / (best * 1e-3) / 1e12;
-  std::printf("%-9s %8.3f ms  %7.1f TFLOP/s  %s\n", name, best, tf, err == cudaSuccess ? "" : cudaGetErrorString(err));
+  const double bytes = static_cast<double>(sms) * kBlocks * (kMode == kFeedA ? kFeedStage / 3 : kFeedStage);
+  std::printf("%-14s %8.3f ms  %7.1f TFLOP/s  copies %6.2f TB/s  %s\n", name, best, flop / (best * 1e-3) / 1e12,
+              bytes / (best * 1e-3) / 1e12, err == cudaSuccess ? "" : cudaGetErrorString(err));
   cudaFree(out), cudaFree(src), cudaFree(y);
-  return tf;
 }
 
 template <int kV>
@@ -293,7 +328,12 @@ int main() {
   tflops<kSs128x2>("ss128x2", sms);
   tflops<kRs64Acc>("rs64acc", sms);
   tflops<kRs64Pro>("rs64pro", sms);
-  feed_tflops<false>("feed", sms);
-  feed_tflops<true>("feed+epi", sms);
+  feed_run<kFeed>("feed", sms);
+  feed_run<kFeedEpi>("feed+epi", sms);
+  feed_run<kCopyOnly>("copy-only", sms);
+  feed_run<kFeedA>("feed-A-only", sms);
+  feed_run<kContend>("contend", sms);
+  feed_run<kFeed, 8>("feed-8x64K", sms);
+  feed_run<kCopyOnly, 8>("copy-only-8x64K", sms);
   return 0;
 }
