@@ -5,6 +5,7 @@
 #pragma once
 #include "device/pack16.cuh"
 #include "device/smem.cuh"
+#include "device/wgmma_desc.cuh"
 
 #if defined(__CUDACC__)
 namespace b12x::device {
@@ -216,17 +217,7 @@ B12X_DEV void wgmma_fence_regs(unsigned (&v)[4]) {
   for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(v[i])::"memory");
 }
 
-// Shared-memory matrix descriptor of a K-major operand tile with 128-byte swizzle, as the TMA's
-// CU_TENSOR_MAP_SWIZZLE_128B writes it: rows of 128 bytes (64 16-bit elements), 8-row groups 1024
-// bytes apart, tile base 1024-byte aligned. One k16 step further along K is 32 bytes further.
-B12X_DEV unsigned long long wgmma_desc_sw128(unsigned smem_addr) {
-  unsigned long long d = 0;
-  d |= static_cast<unsigned long long>((smem_addr & 0x3FFFFu) >> 4);  // start address
-  d |= 1ull << 16;                                                      // leading byte offset (unused)
-  d |= static_cast<unsigned long long>(1024 >> 4) << 32;                // stride byte offset: 8 rows
-  d |= 1ull << 62;                                                      // 128-byte swizzle
-  return d;
-}
+// (The descriptors, wgmma_desc_sw128 / wgmma_desc_advance: device/wgmma_desc.cuh.)
 
 // The wgmma operand lists below are written out by scripts/gen_wgmma_rs.py (N / 2 accumulators a
 // thread). A is the m64k16 fragment of the warpgroup: warp w holds rows 16w .. 16w+15 exactly as

@@ -381,7 +381,7 @@ void run(const Binding& b, cudaStream_t stream) {
   int turns = kTurnsEnv;
   const dim3 grid(grid_of(w.tiles * w.splits, path.cluster, p.sm_count));
   if (tm) {
-    void* tm_args[] = {w_map, x_map, &w_scale, &x_scale, &bias, &bias_code, &y, &m, &n, &k};
+    void* tm_args[] = {w_map, x_map, &w_scale, &x_scale, &bias, &bias_code, &y, &m, &n, &k, &turns};
     path.kernel->launch(grid, path.block, path.smem_bytes, stream, tm_args, dim3(1, 1, 1), programmatic);
     return;
   }

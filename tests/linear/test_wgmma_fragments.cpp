@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "device/wgmma_desc.cuh"
 #include "linear/kernels/wgmma_tile16.cuh"
 
 namespace b12x::device {
@@ -126,6 +127,19 @@ TEST(WgmmaFragments, Nvfp4ScaleChunkHoldsGroupSRowsGAndG8At16sPlus2g) {
           EXPECT_EQ(tile16_scale_src(kFmtNvfp4, i, runs), row * (k / 16) + group) << "byte " << i;
         }
   (void)n;
+}
+
+// The kernels build one descriptor per stage and move it per wgmma with wgmma_desc_advance: that must
+// be the descriptor of the moved address for every 1024-byte aligned tile base of a CTA's shared
+// memory (227 KiB on sm_90a) and every 16-byte multiple that stays inside it.
+TEST(WgmmaDescriptor, AdvanceGivesTheDescriptorOfTheMovedAddress) {
+  EXPECT_EQ(wgmma_desc_sw128(0x12340u), 0x4000004000011234ull);  // start 0x1234, LBO 1, SBO 64, 128B swizzle
+  constexpr unsigned kSmem = 227u * 1024u;
+  long long checked = 0;
+  for (unsigned a = 0; a < kSmem; a += 1024)
+    for (unsigned b = 0; a + b < kSmem; b += 16, ++checked)
+      ASSERT_EQ(wgmma_desc_advance(wgmma_desc_sw128(a), b), wgmma_desc_sw128(a + b)) << a << " + " << b;
+  EXPECT_GT(checked, 1000000);
 }
 
 }  // namespace

@@ -132,9 +132,20 @@ B12X_DEV void fp8_rs_load(unsigned (&a)[kF8StageK / 32][4], Fp8RsA lane_a, unsig
   B12X_UNROLL
   for (int kk = 0; kk < kF8StageK / 32; ++kk) ldsm_x4(a[kk], box + lane_a.base + (((2u * kk) ^ lane_a.swz) << 4));
 }
-// p = A . B over the block, B the 64 K-major rows of 128 bytes at shared address b_rows: four k32
-// m64n64 wgmma with A from registers, committed as one group.
-B12X_DEV void fp8_rs_group_n64(float (&p)[32], const unsigned (&a)[kF8StageK / 32][4], unsigned b_rows) {
+// p = A . B over the block, B the 64 K-major rows of 128 bytes that descriptor b_desc starts at: four
+// k32 m64n64 wgmma with A from registers, committed as one group.
+B12X_DEV void fp8_rs_group_n64(float (&p)[32], const unsigned (&a)[kF8StageK / 32][4], unsigned long long b_desc) {
+  wgmma_fence_regs(p);
+  wgmma_fence();
+  B12X_UNROLL
+  for (int kk = 0; kk < kF8StageK / 32; ++kk) wgmma_fp8_rs_n64(p, a[kk], wgmma_desc_advance(b_desc, 32 * kk), kk > 0);
+  wgmma_commit();
+  wgmma_fence_regs(p);
+}
+// The same group with B at shared address b_rows, each k32 step's descriptor built afresh: wgmma_fp8's
+// quarters keep this form, measured 2.7% faster there than one descriptor advanced per step (H100,
+// 4096x8192x8192, docs/perf/NOTES.md 2026-12-07), while wgmma_fp8_tm gains 6% from the advance.
+B12X_DEV void fp8_rs_group_n64_rows(float (&p)[32], const unsigned (&a)[kF8StageK / 32][4], unsigned b_rows) {
   wgmma_fence_regs(p);
   wgmma_fence();
   B12X_UNROLL
@@ -292,10 +303,12 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
     __syncwarp();
     if (lane == 0) mbar_arrive_all<kCluster>(empty(s));
   };
-  auto descs = [&](int s, int kk, unsigned long long& a, unsigned long long& b) {
-    const unsigned st = smem_u32(ring + s * kStage);
-    a = wgmma_desc_sw128(st + 64 * kF8StageK * cw + 32 * kk);
-    b = wgmma_desc_sw128(st + kXOff + 32 * kk);
+  // Stage s's A (this warpgroup's 64 W rows) and B (x) descriptors; + 32 bytes per k32 step
+  // (wgmma_desc_advance).
+  auto descs = [&](int s, unsigned long long& a, unsigned long long& b) {
+    const unsigned long long d = wgmma_desc_sw128(smem_u32(ring + s * kStage));
+    a = wgmma_desc_advance(d, 64 * kF8StageK * cw);
+    b = wgmma_desc_advance(d, kXOff);
   };
 
   // Promoted modes: the two consumer warpgroups take turns to issue their wgmma groups (named
@@ -324,12 +337,11 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
     auto issue = [&](float (&d)[kBN / 2], int s, bool more) {
       wgmma_fence_regs(d);
       wgmma_fence();
+      unsigned long long a, b;
+      descs(s, a, b);
       B12X_UNROLL
-      for (int kk = 0; kk < kF8StageK / 32; ++kk) {
-        unsigned long long a, b;
-        descs(s, kk, a, b);
-        wgmma_fp8<kBN>(d, a, b, more || kk > 0);
-      }
+      for (int kk = 0; kk < kF8StageK / 32; ++kk)
+        wgmma_fp8<kBN>(d, wgmma_desc_advance(a, 32 * kk), wgmma_desc_advance(b, 32 * kk), more || kk > 0);
       wgmma_commit();
       wgmma_fence_regs(d);
     };
@@ -391,7 +403,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
         fp8_rs_load(a, lane_a, st);
         const float sw = stage_sw(s);
         // tokens 64 q .. 64 q + 63 into p, one group
-        auto quarter = [&](float (&p)[32], int q) { fp8_rs_group_n64(p, a, st + kXOff + q * 64 * kF8StageK); };
+        auto quarter = [&](float (&p)[32], int q) { fp8_rs_group_n64_rows(p, a, st + kXOff + q * 64 * kF8StageK); };
         take_turn();
         quarter(p0, 0);
         quarter(p1, 1);

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
     linear_wgmma_fp8_tm_kernel(const __grid_constant__ device::TmaMap w_map, const __grid_constant__ device::TmaMap x_map,
                                const float* __restrict__ w_scale, const float* __restrict__ x_scale,
                                const unsigned char* __restrict__ bias, int bias_code, unsigned char* __restrict__ y,
-                               int m, int n, int k) {
+                               int m, int n, int k, int turns) {
   using namespace device;
   static_assert(fp8_tm_valid_cols(kBN), "weight rows per tile: 128 or 256");
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -166,6 +166,12 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   const int tok_in_tile = 64 * cw + 16 * warp + g;  // tokens tok_in_tile and + 8
   const Fp8RsA lane_a = fp8_rs_a(cw, warp, lane);  // (of the x box: the tokens are A here)
 
+  // turns != 0: the consumer warpgroups take turns to issue a block's first two quarters (named
+  // barriers 2 and 3, as wgmma_fp8's promoted modes: warpgroup c waits on 2 + c, passes on 3 - c),
+  // so their groups reach the tensor cores out of phase and one warpgroup's promotions can overlap
+  // the other's wgmma.
+  const bool turn_order = turns != 0;
+  bool turn_taken = false;
   int it = 0;
   for (int u = static_cast<int>(blockIdx.x); u < units(); u += static_cast<int>(gridDim.x)) {
     const int m_blk = u % m_blocks(), c_blk = u / m_blocks();
@@ -189,7 +195,8 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
         f[r][0] = mul_rn(sw, sx_lo), f[r][1] = mul_rn(sw, sx_hi);
       }
       // Weight rows 64 q .. 64 q + 63 of the block into p (four k32 wgmma, one group).
-      auto issue = [&](float (&p)[32], int q) { fp8_rs_group_n64(p, a, st + kWOff + q * 64 * kF8StageK); };
+      const unsigned long long w_desc = wgmma_desc_sw128(st + kWOff);
+      auto issue = [&](float (&p)[32], int q) { fp8_rs_group_n64(p, a, wgmma_desc_advance(w_desc, q * 64 * kF8StageK)); };
       // Quarter q's sum (done) into acc[32 q ..]: one FFMA each.
       auto promote = [&](float (&p)[32], int q) {
         wgmma_fence_regs(p);
@@ -203,8 +210,11 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
           d[4 * c + 3] = fma_rn(f_hi, p[4 * c + 3], d[4 * c + 3]);
         }
       };
+      if (turn_order && (cw == 1 || turn_taken)) named_barrier(2 + cw, 256);
+      turn_taken = true;
       issue(p0, 0);
       issue(p1, 1);
+      if (turn_order) named_barrier_arrive(3 - cw, 256);
       wgmma_wait<1>();  // q0 done
       promote(p0, 0);
       if constexpr (kQuarters == 4) {
@@ -261,8 +271,10 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       }
     }
   }
+  if (turn_order && cw == 0 && turn_taken) named_barrier(2, 256);  // warpgroup 1's last pass
 #else
-  (void)w_map, (void)x_map, (void)w_scale, (void)x_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k;
+  (void)w_map, (void)x_map, (void)w_scale, (void)x_scale, (void)bias, (void)bias_code, (void)y, (void)m, (void)n, (void)k,
+      (void)turns;
 #endif
 }
 

@@ -526,13 +526,14 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     wgmma_fence();
     // Dense: the warpgroup's 64 weight rows of the stage's box (64 rows x 128 bytes further per
     // consumer warpgroup), the same K-major 128-byte-swizzled layout as x's.
-    const unsigned w_addr = smem_u32(ring + (kb % kS) * kStage + kWOff) + 64 * 128 * cw;
+    const unsigned long long x_desc = wgmma_desc_sw128(x_addr);
+    const unsigned long long w_desc = wgmma_desc_advance(x_desc, kWOff + 64 * 128 * cw);
     B12X_UNROLL
     for (int u = 0; u < 2; ++u)
       B12X_UNROLL
       for (int ks = 0; ks < 2; ++ks) {
-        const unsigned long long b = wgmma_desc_sw128(x_addr + 32 * (2 * u + ks));
-        if constexpr (kDense) wgmma_ss<kBN, kT>(acc, wgmma_desc_sw128(w_addr + 32 * (2 * u + ks)), b);
+        const unsigned long long b = wgmma_desc_advance(x_desc, 32 * (2 * u + ks));
+        if constexpr (kDense) wgmma_ss<kBN, kT>(acc, wgmma_desc_advance(w_desc, 32 * (2 * u + ks)), b);
         else wgmma_rs<kBN, kT>(acc, a[u][ks], b);
       }
     wgmma_commit();
@@ -591,14 +592,15 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
     auto issue_sub = [&](int kb, int j, const unsigned (&a)[2][2][4], float (&part)[32], auto overwrite) {
       const int gi = j / kHalves, h = j % kHalves;
       // Token rows 64 h ..: 64 rows of 128 bytes further (whole 1024-byte swizzle atoms).
-      const unsigned x_addr = smem_u32(ring + (kb % kS) * kStage) + 64 * 128 * h;
+      const unsigned long long x_desc = wgmma_desc_sw128(smem_u32(ring + (kb % kS) * kStage));
       wgmma_fence();
       constexpr int kSteps = 4 / kGroups;
       B12X_UNROLL
       for (int q = 0; q < kSteps; ++q) {
         const int step = kSteps * gi + q, u = step >> 1, ks = step & 1;
-        if (decltype(overwrite)::value && q == 0) wgmma_rs<64, kT, false>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * step));
-        else wgmma_rs<64, kT>(part, a[u][ks], wgmma_desc_sw128(x_addr + 32 * step));
+        const unsigned long long b = wgmma_desc_advance(x_desc, 64 * 128 * h + 32 * step);
+        if (decltype(overwrite)::value && q == 0) wgmma_rs<64, kT, false>(part, a[u][ks], b);
+        else wgmma_rs<64, kT>(part, a[u][ks], b);
       }
       wgmma_commit();
     };

@@ -1,0 +1,339 @@
+// The FP8 tensor-core rate of the wgmma shapes and schedules the fp8 GEMMs use, without any memory
+// traffic: one CTA per SM, two consumer warpgroups issuing from a fixed 48 KiB shared-memory tile
+// (zeros), no producer, no TMA. If a schedule is slow here, no pipeline tuning fixes it; if it is
+// fast here, the GEMM's loss is in feeding it. Prints TFLOP/s per variant (dense FP8 peak:
+// 1979 TFLOP/s at 1.83 GHz on 132 SMs).
+//   ss256    SS m64n256k32 x 4 per 128-K block, one accumulator    (wgmma_fp8 fast_accum, 256 tokens)
+//   ss128x2  SS m64n128k32 x 4 per block into two 64-register sets (128-token tiles, two sets)
+//   rs64acc  RS m64n64k32 x 4, four quarters into four 32-register accumulators, no promotion
+//   rs64pro  RS n64 quarters into two alternating part sets, each promoted (FADD) once done
+//            (wgmma_fp8's promoted 256-token quarters; wgmma_fp8_tm has the same shape)
+// and, to split the fast_accum GEMM's loss between feeding and epilogue, ss256 fed like the GEMM:
+//   feed     ss256 from a 4-slot ring that a producer thread fills with bulk copies (16 KiB + 32 KiB per
+//            block from an L2-resident 24 MiB buffer, full / empty mbarriers): the GEMM's mainloop with
+//            its shared-memory writes but no HBM reads and no epilogue
+//   feed+epi feed, plus every 64 blocks (one 4096x8192x8192 tile's K) the GEMM's register epilogue:
+//            BF16 pairs traded by shuffle and stored as 32-bit words into a 64 MiB y
+//   copy-only the ring's copies with no wgmma (the feed's own ceiling: L2 -> shared memory rate)
+//   feed-A-only  only A (16 KiB) streamed per block, B fixed: a third of the bytes
+//   contend  wgmma on a fixed tile while the copies stream into the ring with no hand-off (does
+//            the copies' shared-memory traffic slow the tensor cores?)
+//   *-8x64K  the same 192 KiB as 8 slots of 64-K half blocks (more, smaller copies in flight)
+// Build and run on the GPU machine: nvcc -std=c++20 -O3 -arch=sm_90a -I src -I include
+//   scripts/microbench/wgmma_fp8_rate.cu -o /tmp/wgmma_rate && /tmp/wgmma_rate
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "device/convert.cuh"
+#include "device/wgmma_fp8.cuh"
+
+using namespace b12x::device;
+
+constexpr int kBlocks = 2048;  // 128-K blocks per warpgroup (32 tiles of K = 8192 for feed+epi)
+constexpr int kSmem = 48 * 1024;
+
+enum Variant { kSs256, kSs128x2, kRs64Acc, kRs64Pro };
+
+template <int kV>
+__global__ void __launch_bounds__(256, 1) rate_kernel(float* out) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem[];
+  for (int i = threadIdx.x; i < kSmem / 16; i += blockDim.x) reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+  const int cw = threadIdx.x >> 7;
+  const unsigned base = smem_u32(smem);
+  const unsigned long long a_desc = wgmma_desc_sw128(base + 8192 * cw);  // 64 rows x 128 bytes
+  const unsigned long long b_desc = wgmma_desc_sw128(base + 16384);      // 256 rows x 128 bytes
+  unsigned a[4][4];
+  for (int kk = 0; kk < 4; ++kk)
+    for (int i = 0; i < 4; ++i) a[kk][i] = static_cast<unsigned>(threadIdx.x) & 0x38383838u;  // small E4M3 codes
+  float sum = 0.0f;
+  if constexpr (kV == kSs256) {
+    float acc[128];
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    for (int it = 0; it < kBlocks; ++it) {
+      wgmma_fence_regs(acc);
+      wgmma_fence();
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_fp8<256>(acc, wgmma_desc_advance(a_desc, 32 * kk), wgmma_desc_advance(b_desc, 32 * kk), 1);
+      wgmma_commit();
+      wgmma_fence_regs(acc);
+      wgmma_wait<1>();
+    }
+    wgmma_wait<0>();
+    wgmma_fence_regs(acc);
+    for (int i = 0; i < 128; ++i) sum += acc[i];
+  } else if constexpr (kV == kSs128x2) {
+    float p[64], q[64];
+    for (int i = 0; i < 64; ++i) p[i] = q[i] = 0.0f;
+    for (int it = 0; it < kBlocks; ++it) {
+      wgmma_fence_regs(p);
+      wgmma_fence();
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_fp8<128>(p, wgmma_desc_advance(a_desc, 32 * kk), wgmma_desc_advance(b_desc, 32 * kk), 1);
+      wgmma_commit();
+      wgmma_fence_regs(p);
+      wgmma_fence_regs(q);
+      wgmma_fence();
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_fp8<128>(q, wgmma_desc_advance(a_desc, 32 * kk), wgmma_desc_advance(b_desc, 16384 + 32 * kk), 1);
+      wgmma_commit();
+      wgmma_fence_regs(q);
+      wgmma_wait<1>();
+    }
+    wgmma_wait<0>();
+    wgmma_fence_regs(p);
+    wgmma_fence_regs(q);
+    for (int i = 0; i < 64; ++i) sum += p[i] + q[i];
+  } else if constexpr (kV == kRs64Acc) {
+    float d0[32], d1[32], d2[32], d3[32];
+    for (int i = 0; i < 32; ++i) d0[i] = d1[i] = d2[i] = d3[i] = 0.0f;
+    auto quarter = [&](float (&d)[32], int q) {
+      wgmma_fence_regs(d);
+      wgmma_fence();
+      for (int kk = 0; kk < 4; ++kk) wgmma_fp8_rs_n64(d, a[kk], wgmma_desc_advance(b_desc, q * 8192 + 32 * kk), 1);
+      wgmma_commit();
+      wgmma_fence_regs(d);
+    };
+    for (int it = 0; it < kBlocks; ++it) {
+      quarter(d0, 0);
+      quarter(d1, 1);
+      wgmma_wait<1>();
+      quarter(d2, 2);
+      wgmma_wait<1>();
+      quarter(d3, 3);
+      wgmma_wait<1>();
+    }
+    wgmma_wait<0>();
+    wgmma_fence_regs(d0), wgmma_fence_regs(d1), wgmma_fence_regs(d2), wgmma_fence_regs(d3);
+    for (int i = 0; i < 32; ++i) sum += d0[i] + d1[i] + d2[i] + d3[i];
+  } else {  // kRs64Pro
+    float acc[128], p0[32], p1[32];
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    auto quarter = [&](float (&p)[32], int q) {
+      wgmma_fence_regs(p);
+      wgmma_fence();
+      for (int kk = 0; kk < 4; ++kk) wgmma_fp8_rs_n64(p, a[kk], wgmma_desc_advance(b_desc, q * 8192 + 32 * kk), kk > 0);
+      wgmma_commit();
+      wgmma_fence_regs(p);
+    };
+    auto promote = [&](float (&p)[32], int q) {
+      wgmma_fence_regs(p);
+      for (int i = 0; i < 32; ++i) acc[32 * q + i] += p[i];
+    };
+    for (int it = 0; it < kBlocks; ++it) {
+      quarter(p0, 0);
+      quarter(p1, 1);
+      wgmma_wait<1>();
+      promote(p0, 0);
+      quarter(p0, 2);
+      wgmma_wait<1>();
+      promote(p1, 1);
+      quarter(p1, 3);
+      wgmma_wait<1>();
+      promote(p0, 2);
+      wgmma_wait<0>();
+      promote(p1, 3);
+    }
+    for (int i = 0; i < 128; ++i) sum += acc[i];
+  }
+  if (sum == 12345.0f) out[threadIdx.x] = sum;  // keeps the work alive; never true for these inputs
+#else
+  (void)out;
+#endif
+}
+
+constexpr int kFeedMaxSlots = 8, kFeedStage = 48 * 1024;
+constexpr int kFeedSmem = 4 * kFeedStage + 1024 + 256;  // 192 KiB of slots (any slot count) + barriers
+constexpr long long kFeedSrcBytes = 512LL * kFeedStage;  // 24 MiB: stays in L2 after the first pass
+
+// kMode: how the ss256 loop is fed.
+enum FeedMode {
+  kFeed,      // the GEMM's mainloop: 16 KiB A + 32 KiB B per block through the ring
+  kFeedEpi,   // kFeed + the register epilogue every 64 blocks
+  kCopyOnly,  // the producer's copies alone: consumers wait for each slot and release it (no wgmma)
+  kFeedA,     // only A (16 KiB) streamed per block; B fixed in shared memory: a third of the traffic
+  kContend,   // the wgmma on a fixed tile while the producer streams 48 KiB blocks (no hand-off):
+              // the tensor cores' rate under the copies' shared-memory writes
+};
+
+// kSlots ring slots of kSlotBytes (the 192 KiB split: 4 x 48 KiB, or 8 x 24 KiB of 64-K blocks).
+template <int kMode, int kSlots>
+__global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, unsigned char* y, float* out) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kSlotBytes = 4 * kFeedStage / kSlots;  // a 128-K block (48 KiB) or a 64-K half (24 KiB)
+  constexpr int kSub = kFeedStage / kSlotBytes;         // slots per 128-K block: 1 or 2
+  constexpr int kCopy = kMode == kFeedA ? kSlotBytes / 3 : kSlotBytes;  // bytes copied per slot
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const unsigned ring = smem_u32(smem);
+  const unsigned bars = ring + 4 * kFeedStage;
+  auto full = [&](int s) { return bars + 8u * s; };
+  auto empty = [&](int s) { return bars + 8u * (kFeedMaxSlots + s); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kSlots; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  if (wg == 2) {  // producer
+    warpgroup_regs_dec<40>();
+    if (warp == 0 && lane == 0) {
+      for (int it = 0; it < kBlocks * kSub; ++it) {
+        const int s = it % kSlots;
+        if (it >= kSlots) mbar_wait(kMode == kContend ? full(s) : empty(s), ((it / kSlots) - 1) & 1);
+        const unsigned char* from = src + ((blockIdx.x * 7LL + it) % 1024) * kSlotBytes;
+        mbar_arrive_expect_tx(full(s), kCopy);
+        bulk_load(ring + s * kSlotBytes, from, kCopy, full(s));
+      }
+    }
+    return;
+  }
+  warpgroup_regs_inc<232>();
+  const int cw = wg;
+  float acc[128];
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  float sum = 0.0f;
+  constexpr int kTileBlocks = 64;
+  // A slot's operands: A = this warpgroup's 64 rows (8 KiB) at offset 8 KiB cw, B (256 rows) at 16 KiB
+  // (kFeedA, kContend: a fixed tile). 64-K slots: rows of 64 bytes would not be the 128-byte swizzle,
+  // so they keep the 128-byte row layout and a half block's wgmma read the slot's first 64 bytes of each
+  // row (this measures the feed, not the numbers).
+  auto slot_descs = [&](int s, unsigned long long& a, unsigned long long& b) {
+    const unsigned base = kMode == kContend ? ring : ring + (s / kSub) * kFeedStage;
+    a = wgmma_desc_sw128(base + 8192 * cw);
+    b = kMode == kFeedA || kMode == kContend ? wgmma_desc_sw128(ring + 16384) : wgmma_desc_sw128(base + 16384);
+  };
+  // Tiles of kTileBlocks blocks, as the GEMM walks them: the accumulator restarts per tile (feed+epi).
+  for (int it0 = 0; it0 < kBlocks * kSub; it0 += kTileBlocks * kSub) {
+    for (int it = it0; it < it0 + kTileBlocks * kSub; ++it) {
+      const int s = it % kSlots;
+      if constexpr (kMode != kContend) mbar_wait(full(s), (it / kSlots) & 1);
+      if constexpr (kMode != kCopyOnly) {
+        unsigned long long a, b;
+        slot_descs(s, a, b);
+        const bool more = kMode != kFeedEpi || it > it0;
+        wgmma_fence_regs(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4 / kSub; ++kk)
+          wgmma_fp8<256>(acc, wgmma_desc_advance(a, 32 * kk), wgmma_desc_advance(b, 32 * kk), more || kk > 0);
+        wgmma_commit();
+        wgmma_fence_regs(acc);
+        wgmma_wait<1>();
+      }
+      if constexpr (kMode == kCopyOnly) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty(s));
+      } else if constexpr (kMode != kContend) {
+        if (it > it0 && lane == 0) mbar_arrive(empty((it - 1) % kSlots));
+      }
+    }
+    wgmma_wait<0>();
+    wgmma_fence_regs(acc);
+    if constexpr (kMode != kCopyOnly && kMode != kContend)
+      if (lane == 0) mbar_arrive(empty((it0 + kTileBlocks * kSub - 1) % kSlots));
+    if constexpr (kMode == kFeedEpi) {
+      // The GEMM's epilogue for tile (blockIdx.x + gridDim.x r) of 16 x 64 (256 tokens x 128 rows, N = 8192).
+      const int tile = (blockIdx.x + gridDim.x * (it0 / kTileBlocks)) % 1024, m_blk = tile % 16, w_blk = tile / 16;
+      const int g = lane >> 2, t = lane & 3;
+      const int r_lo = 128 * w_blk + 64 * cw + 16 * warp + g;
+#pragma unroll
+      for (int c = 0; c < 32; ++c) {
+        const int tok0 = 256 * m_blk + 8 * c + 2 * t;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float v0 = acc[4 * c + 2 * h], v1 = acc[4 * c + 2 * h + 1];
+          const bool odd = g & 1;
+          const float got = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
+          const int tok = odd ? tok0 + 1 : tok0, r0 = (odd ? r_lo - 1 : r_lo) + 8 * h;
+          const unsigned bits = pack_bf16x2(odd ? got : v0, odd ? v1 : got);
+          *reinterpret_cast<unsigned*>(y + 2 * (static_cast<long long>(tok) * 8192 + r0)) = bits;
+        }
+      }
+    }
+  }
+  for (int i = 0; i < 128; ++i) sum += acc[i];
+  if (sum == 12345.0f) out[threadIdx.x] = sum;
+#else
+  (void)src, (void)y, (void)out;
+#endif
+}
+
+// Prints TFLOP/s (as if every block ran its wgmma) and the copies' aggregate rate into shared memory.
+template <int kMode, int kSlots = 4>
+void feed_run(const char* name, int sms) {
+  float* out;
+  unsigned char *src, *y;
+  cudaMalloc(&out, 4096);
+  cudaMalloc(&src, kFeedSrcBytes);
+  cudaMemset(src, 0, kFeedSrcBytes);
+  cudaMalloc(&y, 4096LL * 8192 * 2);
+  cudaFuncSetAttribute(feed_kernel<kMode, kSlots>, cudaFuncAttributeMaxDynamicSharedMemorySize, kFeedSmem);
+  feed_kernel<kMode, kSlots><<<sms, 384, kFeedSmem>>>(src, y, out);  // warm-up
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  float best = 1e30f;
+  for (int r = 0; r < 5; ++r) {
+    cudaEventRecord(e0);
+    feed_kernel<kMode, kSlots><<<sms, 384, kFeedSmem>>>(src, y, out);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    best = ms < best ? ms : best;
+  }
+  const cudaError_t err = cudaGetLastError();
+  const double flop = 2.0 * sms * kBlocks * 2.0 * 64 * 256 * 128;
+  const double bytes = static_cast<double>(sms) * kBlocks * (kMode == kFeedA ? kFeedStage / 3 : kFeedStage);
+  std::printf("%-14s %8.3f ms  %7.1f TFLOP/s  copies %6.2f TB/s  %s\n", name, best, flop / (best * 1e-3) / 1e12,
+              bytes / (best * 1e-3) / 1e12, err == cudaSuccess ? "" : cudaGetErrorString(err));
+  cudaFree(out), cudaFree(src), cudaFree(y);
+}
+
+template <int kV>
+double tflops(const char* name, int sms) {
+  float* out;
+  cudaMalloc(&out, 4096);
+  cudaFuncSetAttribute(rate_kernel<kV>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  rate_kernel<kV><<<sms, 256, kSmem>>>(out);  // warm-up
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  float best = 1e30f;
+  for (int r = 0; r < 5; ++r) {
+    cudaEventRecord(e0);
+    rate_kernel<kV><<<sms, 256, kSmem>>>(out);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    best = ms < best ? ms : best;
+  }
+  const cudaError_t err = cudaGetLastError();
+  // Per CTA and block: 2 warpgroups x 64 rows x 256 columns x 128 K multiply-adds.
+  const double flop = 2.0 * sms * kBlocks * 2.0 * 64 * 256 * 128;
+  const double tf = flop / (best * 1e-3) / 1e12;
+  std::printf("%-9s %8.3f ms  %7.1f TFLOP/s  %s\n", name, best, tf, err == cudaSuccess ? "" : cudaGetErrorString(err));
+  cudaFree(out);
+  return tf;
+}
+
+int main() {
+  cudaDeviceProp p;
+  cudaGetDeviceProperties(&p, 0);
+  std::printf("%s, %d SMs; one CTA of 2 consumer warpgroups per SM, %d blocks of 128 K each\n", p.name,
+              p.multiProcessorCount, kBlocks);
+  const int sms = p.multiProcessorCount;
+  tflops<kSs256>("ss256", sms);
+  tflops<kSs128x2>("ss128x2", sms);
+  tflops<kRs64Acc>("rs64acc", sms);
+  tflops<kRs64Pro>("rs64pro", sms);
+  feed_run<kFeed>("feed", sms);
+  feed_run<kFeedEpi>("feed+epi", sms);
+  feed_run<kCopyOnly>("copy-only", sms);
+  feed_run<kFeedA>("feed-A-only", sms);
+  feed_run<kContend>("contend", sms);
+  feed_run<kFeed, 8>("feed-8x64K", sms);
+  feed_run<kCopyOnly, 8>("copy-only-8x64K", sms);
+  return 0;
+}
