@@ -19,6 +19,7 @@
 //   contend  wgmma on a fixed tile while the copies stream into the ring with no hand-off (does
 //            the copies' shared-memory traffic slow the tensor cores?)
 //   *-8x64K  the same 192 KiB as 8 slots of 64-K half blocks (more, smaller copies in flight)
+//   *-half   on half the SMs: if the per-CTA rate rises, the limit is shared (L2), not per SM
 // Build and run on the GPU machine: nvcc -std=c++20 -O3 -arch=sm_90a -I src -I include
 //   scripts/microbench/wgmma_fp8_rate.cu -o /tmp/wgmma_rate && /tmp/wgmma_rate
 #include <cuda_runtime.h>
@@ -335,5 +336,7 @@ int main() {
   feed_run<kContend>("contend", sms);
   feed_run<kFeed, 8>("feed-8x64K", sms);
   feed_run<kCopyOnly, 8>("copy-only-8x64K", sms);
+  feed_run<kCopyOnly>("copy-only-half", sms / 2);  // same per-CTA rate: an SM port limit; higher: L2's total
+  feed_run<kFeed>("feed-half", sms / 2);
   return 0;
 }
