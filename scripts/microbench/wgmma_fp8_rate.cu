@@ -8,6 +8,9 @@
 //   rs64acc  RS m64n64k32 x 4, four quarters into four 32-register accumulators, no promotion
 //   rs64pro  RS n64 quarters into two alternating part sets, each promoted (FADD) once done
 //            (wgmma_fp8's promoted 256-token quarters; wgmma_fp8_tm has the same shape)
+//   rs64pipe rs64pro with one group queued across the block boundary too (next block's A fragments
+//            in a second register set), 8 blocks per loop iteration: is rs64pro's loss the block's
+//            last wait<0>?
 // and, to split the fast_accum GEMM's loss between feeding and epilogue, ss256 fed like the GEMM:
 //   feed     ss256 from a 4-slot ring that a producer thread fills with bulk copies (16 KiB + 32 KiB per
 //            block from an L2-resident 24 MiB buffer, full / empty mbarriers): the GEMM's mainloop with
@@ -34,7 +37,7 @@ using namespace b12x::device;
 constexpr int kBlocks = 2048;  // 128-K blocks per warpgroup (32 tiles of K = 8192 for feed+epi)
 constexpr int kSmem = 48 * 1024;
 
-enum Variant { kSs256, kSs128x2, kRs64Acc, kRs64Pro };
+enum Variant { kSs256, kSs128x2, kRs64Acc, kRs64Pro, kRs64Pipe };
 
 template <int kV>
 __global__ void __launch_bounds__(256, 1) rate_kernel(float* out) {
@@ -109,6 +112,48 @@ __global__ void __launch_bounds__(256, 1) rate_kernel(float* out) {
     wgmma_wait<0>();
     wgmma_fence_regs(d0), wgmma_fence_regs(d1), wgmma_fence_regs(d2), wgmma_fence_regs(d3);
     for (int i = 0; i < 32; ++i) sum += d0[i] + d1[i] + d2[i] + d3[i];
+  } else if constexpr (kV == kRs64Pipe) {
+    // rs64pro pipelined across blocks: one group always queued, also over the block boundary (the
+    // next block's first quarter is issued before this block's last promotion), which needs the next
+    // block's A fragments in a second register set (a0 / a1 alternate: the loop is unrolled by two).
+    float acc[128], p0[32], p1[32];
+    unsigned a1[4][4];
+    for (int kk = 0; kk < 4; ++kk)
+      for (int i = 0; i < 4; ++i) a1[kk][i] = a[kk][i] ^ 0x01010101u;
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    auto quarter = [&](float (&p)[32], const unsigned (&af)[4][4], int q) {
+      wgmma_fence_regs(p);
+      wgmma_fence();
+      for (int kk = 0; kk < 4; ++kk) wgmma_fp8_rs_n64(p, af[kk], wgmma_desc_advance(b_desc, q * 8192 + 32 * kk), kk > 0);
+      wgmma_commit();
+      wgmma_fence_regs(p);
+    };
+    auto promote = [&](float (&p)[32], int q) {
+      wgmma_fence_regs(p);
+      for (int i = 0; i < 32; ++i) acc[32 * q + i] += p[i];
+    };
+    // kChain blocks per loop iteration, pipelined inside it; the iteration starts and ends with no
+    // group in flight (ptxas serialises every wgmma (C7514) when a group outlives the iteration).
+    constexpr int kChain = 8;
+    for (int it = 0; it < kBlocks; it += kChain) {
+      quarter(p0, a, 0);
+      quarter(p1, a, 1);
+#pragma unroll
+      for (int j = 0; j < kChain; ++j) {
+        const unsigned(&cur)[4][4] = j % 2 ? a1 : a;
+        const unsigned(&nxt)[4][4] = j % 2 ? a : a1;
+        wgmma_wait<1>(); promote(p0, 0); quarter(p0, cur, 2);
+        wgmma_wait<1>(); promote(p1, 1); quarter(p1, cur, 3);
+        if (j + 1 < kChain) {
+          wgmma_wait<1>(); promote(p0, 2); quarter(p0, nxt, 0);
+          wgmma_wait<1>(); promote(p1, 3); quarter(p1, nxt, 1);
+        } else {
+          wgmma_wait<1>(); promote(p0, 2);
+          wgmma_wait<0>(); promote(p1, 3);
+        }
+      }
+    }
+    for (int i = 0; i < 128; ++i) sum += acc[i];
   } else {  // kRs64Pro
     float acc[128], p0[32], p1[32];
     for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
@@ -329,6 +374,7 @@ int main() {
   tflops<kSs128x2>("ss128x2", sms);
   tflops<kRs64Acc>("rs64acc", sms);
   tflops<kRs64Pro>("rs64pro", sms);
+  tflops<kRs64Pipe>("rs64pipe", sms);
   feed_run<kFeed>("feed", sms);
   feed_run<kFeedEpi>("feed+epi", sms);
   feed_run<kCopyOnly>("copy-only", sms);
