@@ -23,6 +23,7 @@
 //            the copies' shared-memory traffic slow the tensor cores?)
 //   *-8x64K  the same 192 KiB as 8 slots of 64-K half blocks (more, smaller copies in flight)
 //   *-half   on half the SMs: if the per-CTA rate rises, the limit is shared (L2), not per SM
+//   wide192, wide320  fed like feed with wider tiles: fewer bytes per MAC into the SM (below)
 // Build and run on the GPU machine: nvcc -std=c++20 -O3 -arch=sm_90a -I src -I include
 //   scripts/microbench/wgmma_fp8_rate.cu -o /tmp/wgmma_rate && /tmp/wgmma_rate
 #include <cuda_runtime.h>
@@ -337,6 +338,120 @@ void feed_run(const char* name, int sms) {
   cudaFree(out), cudaFree(src), cudaFree(y);
 }
 
+// Wider tiles, fed as `feed`: kWGs consumer warpgroups, each m64 x (kN1 + kN2) tokens per k32 step
+// (wgmma n kN1, plus n kN2 when kN2 > 0), and a producer warpgroup; a block brings 8 KiB of A per
+// consumer warpgroup + (kN1 + kN2) x 128 bytes of B. Bytes per MAC into the SM:
+//   wide192  3 x m64 x (n128 + n64) (192 x 192) 0.0104  (feed's 128 x 256: 0.0117)
+//   wide320  2 x m64 x (n256 + n64) (128 x 320) 0.0109  (cuBLASLt's 320 x 128 shape)
+// If the SM's inbound rate is what caps feed, these run faster by about those ratios. (With 512
+// threads ptxas refuses m64n256: the kernel's compile-time register limit, 128, is below its 154.)
+template <int kWGs, int kN1, int kN2>
+struct Wide {
+  static constexpr int kA = kWGs * 8192, kB = (kN1 + kN2) * 128, kStage = kA + kB;
+  static constexpr int kSlots = (220 * 1024 / kStage) < 4 ? (220 * 1024 / kStage) : 4;
+  static constexpr int kSmem = kSlots * kStage + 1024 + 256;
+  static constexpr int kThreads = 128 * (kWGs + 1);
+};
+
+template <int kWGs, int kN1, int kN2>
+__global__ void __launch_bounds__(128 * (kWGs + 1), 1) wide_kernel(const unsigned char* src, float* out) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using W = Wide<kWGs, kN1, kN2>;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const unsigned ring = smem_u32(smem);
+  const unsigned bars = ring + W::kSlots * W::kStage;
+  auto full = [&](int s) { return bars + 8u * s; };
+  auto empty = [&](int s) { return bars + 8u * (W::kSlots + s); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < W::kSlots; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 4 * kWGs);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  if (wg == kWGs) {  // producer
+    if constexpr (kWGs == 3) warpgroup_regs_dec<24>();
+    else warpgroup_regs_dec<40>();
+    if (warp == 0 && lane == 0) {
+      for (int it = 0; it < kBlocks; ++it) {
+        const int s = it % W::kSlots;
+        if (it >= W::kSlots) mbar_wait(empty(s), ((it / W::kSlots) - 1) & 1);
+        const unsigned char* from = src + ((blockIdx.x * 7LL + it) % 384) * W::kStage;
+        mbar_arrive_expect_tx(full(s), W::kStage);
+        bulk_load(ring + s * W::kStage, from, W::kA, full(s));
+        bulk_load(ring + s * W::kStage + W::kA, from + W::kA, W::kB, full(s));
+      }
+    }
+    return;
+  }
+  if constexpr (kWGs == 3) warpgroup_regs_inc<160>();
+  else warpgroup_regs_inc<232>();
+  const int cw = wg;
+  float acc1[kN1 / 2], acc2[kN2 > 0 ? kN2 / 2 : 2];
+  for (int i = 0; i < kN1 / 2; ++i) acc1[i] = 0.0f;
+  for (int i = 0; i < (kN2 > 0 ? kN2 / 2 : 2); ++i) acc2[i] = 0.0f;
+  for (int it = 0; it < kBlocks; ++it) {
+    const int s = it % W::kSlots;
+    mbar_wait(full(s), (it / W::kSlots) & 1);
+    const unsigned long long d = wgmma_desc_sw128(ring + s * W::kStage);
+    const unsigned long long a = wgmma_desc_advance(d, 8192 * cw), b = wgmma_desc_advance(d, W::kA);
+    wgmma_fence_regs(acc1);
+    if constexpr (kN2 > 0) wgmma_fence_regs(acc2);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      wgmma_fp8<kN1>(acc1, wgmma_desc_advance(a, 32 * kk), wgmma_desc_advance(b, 32 * kk), 1);
+      if constexpr (kN2 > 0) wgmma_fp8<kN2>(acc2, wgmma_desc_advance(a, 32 * kk), wgmma_desc_advance(b, kN1 * 128 + 32 * kk), 1);
+    }
+    wgmma_commit();
+    wgmma_fence_regs(acc1);
+    if constexpr (kN2 > 0) wgmma_fence_regs(acc2);
+    wgmma_wait<1>();
+    if (it > 0 && lane == 0) mbar_arrive(empty((it - 1) % W::kSlots));
+  }
+  wgmma_wait<0>();
+  wgmma_fence_regs(acc1);
+  if constexpr (kN2 > 0) wgmma_fence_regs(acc2);
+  float sum = 0.0f;
+  for (int i = 0; i < kN1 / 2; ++i) sum += acc1[i];
+  for (int i = 0; i < (kN2 > 0 ? kN2 / 2 : 2); ++i) sum += acc2[i];
+  if (sum == 12345.0f) out[threadIdx.x] = sum;
+#else
+  (void)src, (void)out;
+#endif
+}
+
+template <int kWGs, int kN1, int kN2>
+void wide_run(const char* name, int sms) {
+  using W = Wide<kWGs, kN1, kN2>;
+  float* out;
+  unsigned char* src;
+  cudaMalloc(&out, 8192);
+  cudaMalloc(&src, 384LL * W::kStage);
+  cudaMemset(src, 0, 384LL * W::kStage);
+  auto kernel = wide_kernel<kWGs, kN1, kN2>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, W::kSmem);
+  kernel<<<sms, W::kThreads, W::kSmem>>>(src, out);  // warm-up
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  float best = 1e30f;
+  for (int r = 0; r < 5; ++r) {
+    cudaEventRecord(e0);
+    kernel<<<sms, W::kThreads, W::kSmem>>>(src, out);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    best = ms < best ? ms : best;
+  }
+  const cudaError_t err = cudaGetLastError();
+  const double flop = 2.0 * sms * kBlocks * kWGs * 64.0 * (kN1 + kN2) * 128;
+  const double bytes = static_cast<double>(sms) * kBlocks * W::kStage;
+  std::printf("%-14s %8.3f ms  %7.1f TFLOP/s  copies %6.2f TB/s  (%d slots)  %s\n", name, best,
+              flop / (best * 1e-3) / 1e12, bytes / (best * 1e-3) / 1e12, W::kSlots,
+              err == cudaSuccess ? "" : cudaGetErrorString(err));
+  cudaFree(out), cudaFree(src);
+}
+
 template <int kV>
 double tflops(const char* name, int sms) {
   float* out;
@@ -384,5 +499,7 @@ int main() {
   feed_run<kCopyOnly, 8>("copy-only-8x64K", sms);
   feed_run<kCopyOnly>("copy-only-half", sms / 2);  // same per-CTA rate: an SM port limit; higher: L2's total
   feed_run<kFeed>("feed-half", sms / 2);
+  wide_run<3, 128, 64>("wide192", sms);
+  wide_run<2, 256, 64>("wide320", sms);
   return 0;
 }
