@@ -29,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <string>
 
 #include "device/convert.cuh"
 #include "device/wgmma_fp8.cuh"
@@ -307,7 +308,33 @@ __global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, 
 #endif
 }
 
-// Prints TFLOP/s (as if every block ran its wgmma) and the copies' aggregate rate into shared memory.
+// The best of 5 timed launches after a warm-up one, in ms.
+template <class Launch>
+float best_ms(Launch launch) {
+  launch();
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  float best = 1e30f;
+  for (int r = 0; r < 5; ++r) {
+    cudaEventRecord(e0);
+    launch();
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    best = ms < best ? ms : best;
+  }
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  return best;
+}
+
+// One fed variant's line: TFLOP/s (as if every block ran its wgmma) and the copies' aggregate rate.
+void report_fed(const char* name, float ms, double flop, double bytes, const char* extra, cudaError_t err) {
+  std::printf("%-14s %8.3f ms  %7.1f TFLOP/s  copies %6.2f TB/s  %s%s\n", name, ms, flop / (ms * 1e-3) / 1e12,
+              bytes / (ms * 1e-3) / 1e12, extra, err == cudaSuccess ? "" : cudaGetErrorString(err));
+}
+
+// feed_kernel<kMode, kSlots> on `sms` CTAs.
 template <int kMode, int kSlots = 4>
 void feed_run(const char* name, int sms) {
   float* out;
@@ -317,24 +344,11 @@ void feed_run(const char* name, int sms) {
   cudaMemset(src, 0, kFeedSrcBytes);
   cudaMalloc(&y, 4096LL * 8192 * 2);
   cudaFuncSetAttribute(feed_kernel<kMode, kSlots>, cudaFuncAttributeMaxDynamicSharedMemorySize, kFeedSmem);
-  feed_kernel<kMode, kSlots><<<sms, 384, kFeedSmem>>>(src, y, out);  // warm-up
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0), cudaEventCreate(&e1);
-  float best = 1e30f;
-  for (int r = 0; r < 5; ++r) {
-    cudaEventRecord(e0);
-    feed_kernel<kMode, kSlots><<<sms, 384, kFeedSmem>>>(src, y, out);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    best = ms < best ? ms : best;
-  }
+  const float best = best_ms([&] { feed_kernel<kMode, kSlots><<<sms, 384, kFeedSmem>>>(src, y, out); });
   const cudaError_t err = cudaGetLastError();
   const double flop = 2.0 * sms * kBlocks * 2.0 * 64 * 256 * 128;
   const double bytes = static_cast<double>(sms) * kBlocks * (kMode == kFeedA ? kFeedStage / 3 : kFeedStage);
-  std::printf("%-14s %8.3f ms  %7.1f TFLOP/s  copies %6.2f TB/s  %s\n", name, best, flop / (best * 1e-3) / 1e12,
-              bytes / (best * 1e-3) / 1e12, err == cudaSuccess ? "" : cudaGetErrorString(err));
+  report_fed(name, best, flop, bytes, "", err);
   cudaFree(out), cudaFree(src), cudaFree(y);
 }
 
@@ -430,25 +444,12 @@ void wide_run(const char* name, int sms) {
   cudaMemset(src, 0, 384LL * W::kStage);
   auto kernel = wide_kernel<kWGs, kN1, kN2>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, W::kSmem);
-  kernel<<<sms, W::kThreads, W::kSmem>>>(src, out);  // warm-up
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0), cudaEventCreate(&e1);
-  float best = 1e30f;
-  for (int r = 0; r < 5; ++r) {
-    cudaEventRecord(e0);
-    kernel<<<sms, W::kThreads, W::kSmem>>>(src, out);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    best = ms < best ? ms : best;
-  }
+  const float best = best_ms([&] { kernel<<<sms, W::kThreads, W::kSmem>>>(src, out); });
   const cudaError_t err = cudaGetLastError();
   const double flop = 2.0 * sms * kBlocks * kWGs * 64.0 * (kN1 + kN2) * 128;
   const double bytes = static_cast<double>(sms) * kBlocks * W::kStage;
-  std::printf("%-14s %8.3f ms  %7.1f TFLOP/s  copies %6.2f TB/s  (%d slots)  %s\n", name, best,
-              flop / (best * 1e-3) / 1e12, bytes / (best * 1e-3) / 1e12, W::kSlots,
-              err == cudaSuccess ? "" : cudaGetErrorString(err));
+  const std::string slots = "(" + std::to_string(W::kSlots) + " slots)  ";
+  report_fed(name, best, flop, bytes, slots.c_str(), err);
   cudaFree(out), cudaFree(src);
 }
 
@@ -457,19 +458,7 @@ double tflops(const char* name, int sms) {
   float* out;
   cudaMalloc(&out, 4096);
   cudaFuncSetAttribute(rate_kernel<kV>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  rate_kernel<kV><<<sms, 256, kSmem>>>(out);  // warm-up
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0), cudaEventCreate(&e1);
-  float best = 1e30f;
-  for (int r = 0; r < 5; ++r) {
-    cudaEventRecord(e0);
-    rate_kernel<kV><<<sms, 256, kSmem>>>(out);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    best = ms < best ? ms : best;
-  }
+  const float best = best_ms([&] { rate_kernel<kV><<<sms, 256, kSmem>>>(out); });
   const cudaError_t err = cudaGetLastError();
   // Per CTA and block: 2 warpgroups x 64 rows x 256 columns x 128 K multiply-adds.
   const double flop = 2.0 * sms * kBlocks * 2.0 * 64 * 256 * 128;
