@@ -132,26 +132,26 @@ B12X_DEV void fp8_rs_load(unsigned (&a)[kF8StageK / 32][4], Fp8RsA lane_a, unsig
   B12X_UNROLL
   for (int kk = 0; kk < kF8StageK / 32; ++kk) ldsm_x4(a[kk], box + lane_a.base + (((2u * kk) ^ lane_a.swz) << 4));
 }
-// p = A . B over the block, B the 64 K-major rows of 128 bytes that descriptor b_desc starts at: four
-// k32 m64n64 wgmma with A from registers, committed as one group.
-B12X_DEV void fp8_rs_group_n64(float (&p)[32], const unsigned (&a)[kF8StageK / 32][4], unsigned long long b_desc) {
+// p = A . B over the block: four k32 m64n64 wgmma with A from registers, B the 64 K-major rows of 128
+// bytes whose descriptor for k32 step kk is b_at(kk), committed as one group.
+template <class BAt>
+B12X_DEV void fp8_rs_group_n64_at(float (&p)[32], const unsigned (&a)[kF8StageK / 32][4], BAt b_at) {
   wgmma_fence_regs(p);
   wgmma_fence();
   B12X_UNROLL
-  for (int kk = 0; kk < kF8StageK / 32; ++kk) wgmma_fp8_rs_n64(p, a[kk], wgmma_desc_advance(b_desc, 32 * kk), kk > 0);
+  for (int kk = 0; kk < kF8StageK / 32; ++kk) wgmma_fp8_rs_n64(p, a[kk], b_at(kk), kk > 0);
   wgmma_commit();
   wgmma_fence_regs(p);
 }
-// The same group with B at shared address b_rows, each k32 step's descriptor built afresh: wgmma_fp8's
-// quarters keep this form, measured 2.7% faster there than one descriptor advanced per step (H100,
-// 4096x8192x8192, docs/perf/NOTES.md 2026-12-07), while wgmma_fp8_tm gains 6% from the advance.
+// B from descriptor b_desc, advanced 32 bytes per step.
+B12X_DEV void fp8_rs_group_n64(float (&p)[32], const unsigned (&a)[kF8StageK / 32][4], unsigned long long b_desc) {
+  fp8_rs_group_n64_at(p, a, [&](int kk) { return wgmma_desc_advance(b_desc, 32 * kk); });
+}
+// B at shared address b_rows, each step's descriptor built afresh: wgmma_fp8's quarters keep this
+// form, measured 2.7% faster there than the advanced descriptor (H100, 4096x8192x8192,
+// docs/perf/NOTES.md 2026-12-07), while wgmma_fp8_tm gains 6% from the advance.
 B12X_DEV void fp8_rs_group_n64_rows(float (&p)[32], const unsigned (&a)[kF8StageK / 32][4], unsigned b_rows) {
-  wgmma_fence_regs(p);
-  wgmma_fence();
-  B12X_UNROLL
-  for (int kk = 0; kk < kF8StageK / 32; ++kk) wgmma_fp8_rs_n64(p, a[kk], wgmma_desc_sw128(b_rows + 32 * kk), kk > 0);
-  wgmma_commit();
-  wgmma_fence_regs(p);
+  fp8_rs_group_n64_at(p, a, [&](int kk) { return wgmma_desc_sw128(b_rows + 32 * kk); });
 }
 
 }  // namespace b12x::device
