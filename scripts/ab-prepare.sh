@@ -15,5 +15,22 @@ for ref in "$@"; do
   echo "$name $(git rev-parse --short "$ref")" >>.ab/trees.txt
   i=$((i + 1))
 done
+# AB_PREBUILD="b12x_cli b12x_gpu_test_linear" (CMake targets): builds them here for every tree (in
+# /tmp/ab-build/<tree>, kept for the next time) and puts the executables into .ab/bin/<tree>/, which
+# ab-run.sh then runs instead of building on the device (minutes of device time; the kernels are
+# compiled by NVRTC there anyway).
+if [[ -n "${AB_PREBUILD:-}" ]]; then
+  while read -r name _; do
+    b="/tmp/ab-build/$name"
+    cmake -S ".ab/$name" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DB12X_TORCH=OFF >/dev/null
+    cmake --build "$b" -j "$(nproc)" --target $AB_PREBUILD >/dev/null
+    mkdir -p ".ab/bin/$name"
+    for target in $AB_PREBUILD; do
+      exe="$b/${target%_cli}"  # (b12x_cli builds the executable b12x)
+      [[ -x "$exe" ]] || exe="$b/tests/$target"
+      strip -o ".ab/bin/$name/$(basename "$exe")" "$exe"  # (60 MB of debug info would not travel)
+    done
+  done <.ab/trees.txt
+fi
 cat .ab/trees.txt
 echo ".ab: $(du -sh .ab | cut -f1) (carry it; the device call's carried paths hold at most 64 MiB)"

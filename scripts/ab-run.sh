@@ -11,6 +11,7 @@
 # runs once with --iters 1 --warmup 0, all trees at once, so the JIT compiles of the trees overlap
 # on the CPUs instead of filling each tree's first timed run; 0: off), AB_DEADLINE_S (seconds from
 # the start: no timed run starts past it, and the table of the runs done is still printed).
+# Trees that ab-prepare.sh prebuilt (.ab/bin/<tree>/, AB_PREBUILD) are not built here.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 dest="${OUT:-$PWD/gpu-out}"
@@ -26,6 +27,16 @@ echo "== build ${trees[*]} ($(date +%T))"
 for t in "${trees[@]}"; do
   targets="b12x_cli"
   [[ "$t" == "$test_tree" && -n "${AB_TEST_BIN:-}" ]] && targets="$targets $AB_TEST_BIN"
+  # Executables built beforehand on the CPU machine (ab-prepare.sh with AB_PREBUILD), if they start
+  # here (their shared libraries found): no build on the device.
+  if [[ -x ".ab/bin/$t/b12x" ]] && ! ldd ".ab/bin/$t/b12x" | grep -q "not found" &&
+     { [[ "$t" != "$test_tree" || -z "${AB_TEST_BIN:-}" ]] || [[ -x ".ab/bin/$t/$AB_TEST_BIN" ]]; }; then
+    mkdir -p "$work/build-$t/tests"
+    ln -s "$PWD/.ab/bin/$t/b12x" "$work/build-$t/b12x"
+    [[ -n "${AB_TEST_BIN:-}" && -x ".ab/bin/$t/$AB_TEST_BIN" ]] && ln -s "$PWD/.ab/bin/$t/$AB_TEST_BIN" "$work/build-$t/tests/"
+    echo "$t: prebuilt"
+    continue
+  fi
   ( cmake -S ".ab/$t" -B "$work/build-$t" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DB12X_TORCH=OFF >"$work/cfg-$t.log" 2>&1 &&
     cmake --build "$work/build-$t" -j "$jobs" --target $targets >"$work/build-$t.log" 2>&1 ||
     { echo "build of $t failed:"; grep -E "error" "$work/build-$t.log" "$work/cfg-$t.log" | head -20; } ) &
