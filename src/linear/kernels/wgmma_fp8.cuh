@@ -12,9 +12,10 @@
 // accumulator by the CUDA cores, DeepSeek-style: acc += part (kFp8Block: acc += (sw * sx[token]) *
 // part). Up to 128 tokens two part sets alternate, so the next block's wgmma run while a block is
 // promoted (acc + 2 parts = 3 x 64 registers). 256-token tiles (kQuarters) keep two 32-register sets
-// over token quarters: the block's W fragments are loaded into registers once (ldmatrix) and feed
+// over token quarters: a block's W fragments are loaded into registers once (ldmatrix) and feed
 // four m64n64 wgmma quarters, each promoted while the next runs, so shared memory carries what an
-// n256 wgmma would (a 128-token tile's reads and writes per FMA would cap the tensor cores at ~80%: NOTES.md).
+// n256 wgmma would (a 128-token tile's reads and writes per FMA would cap the tensor cores at ~80%: NOTES.md);
+// blocks go in pairs, the second's quarters from shared memory, so the queue drains once per pair.
 // kFast (fp8_tensor / fp8_token only, the caller's choice, like cuBLASLt's FAST_ACCUM) keeps one
 // tensor-core accumulator over K.
 //
@@ -154,6 +155,19 @@ B12X_DEV void fp8_rs_group_n64_rows(float (&p)[32], const unsigned (&a)[kF8Stage
   fp8_rs_group_n64_at(p, a, [&](int kk) { return wgmma_desc_sw128(b_rows + 32 * kk); });
 }
 
+// p = A . B over the block with both operands in shared memory: A this warpgroup's 64 K-major rows
+// at a_rows, B the 64 rows at b_rows, each step's descriptors built afresh (as the RS quarters'),
+// four k32 m64n64 wgmma committed as one group.
+B12X_DEV void fp8_ss_group_n64_rows(float (&p)[32], unsigned a_rows, unsigned b_rows) {
+  wgmma_fence_regs(p);
+  wgmma_fence();
+  B12X_UNROLL
+  for (int kk = 0; kk < kF8StageK / 32; ++kk)
+    wgmma_fp8_n64(p, wgmma_desc_sw128(a_rows + 32 * kk), wgmma_desc_sw128(b_rows + 32 * kk), kk > 0);
+  wgmma_commit();
+  wgmma_fence_regs(p);
+}
+
 }  // namespace b12x::device
 
 namespace b12x {
@@ -166,7 +180,8 @@ namespace b12x {
 // floats per unit and one zeroed counter per tile. grid = (min(units, SMs)); dynamic shared memory
 // fp8_smem_bytes(kMode, kBN). kCluster 2 (fp8_cluster_config): splits == 1, an even number of row
 // blocks, x_map's box {128, kBN / 2}, grid = 2 x min(units / 2, SMs / 2) in clusters of (2, 1, 1).
-// turns: 1 (the default) orders the promoted modes' wgmma groups by warpgroup turns (below); 0, from
+// turns: 1 (the default) orders the promoted modes' wgmma groups (tiles of up to 128 tokens) by
+// warpgroup turns (below); 0, from
 // B12X_FP8_TURNS=0, lets both warpgroups issue freely (to measure what the order is worth).
 template <int kMode, int kBN, int kOut, bool kFast, int kCluster = 1>
 __global__ void __launch_bounds__(device::kF8Threads, 1)
@@ -246,7 +261,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       for (int u = first(); u < units(); u += step()) {
         int w_blk, m_blk, kb0, kb1;
         unit_range(u, w_blk, m_blk, kb0, kb1);
-        const int kb_end = kFast || kQuarters ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
+        const int kb_end = kFast ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
         for (int i = kb0; i < kb_end; ++i, ++it) {
           const int kb = i < kb1 ? i : kb1 - 1;
           const int s = it % kS;
@@ -269,7 +284,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       for (int u = first(); u < units(); u += step()) {
         int w_blk, m_blk, kb0, kb1;
         unit_range(u, w_blk, m_blk, kb0, kb1);
-        const int kb_end = kFast || kQuarters ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
+        const int kb_end = kFast ? kb1 : kb0 + ((kb1 - kb0 + 1) & ~1);
         for (int i = kb0; i < kb_end; ++i, ++it) {
           const int kb = i < kb1 ? i : kb1 - 1;
           const int s = it % kS;
@@ -296,7 +311,6 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
   const int ctid = static_cast<int>(threadIdx.x) - 128;  // 0 .. 255
   const int g = lane >> 2, t = lane & 3;
   const int row_in_tile = 64 * cw + 16 * warp + g;     // rows row_in_tile and + 8
-  const float tensor_alpha = kMode == kFp8Tensor ? mul_rn(ld_f32(x_scale), w_scale2) : 1.0f;
   // Stage kb's wgmma have completed: its slot may be refilled.
   // (kCluster 2: in both CTAs, whose producers both write x into the slot.)
   auto release = [&](int s) {
@@ -311,12 +325,12 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
     b = wgmma_desc_advance(d, kXOff);
   };
 
-  // Promoted modes: the two consumer warpgroups take turns to issue their wgmma groups (named
+  // Promoted modes up to 128 tokens: the two consumer warpgroups take turns to issue their wgmma groups (named
   // barriers 2 and 3: warpgroup c waits on 2 + c, then passes the turn on 3 - c). If the tensor cores
   // ran groups in issue order, they would work on one warpgroup's group while the other promotes
   // its own. Measured (H100, docs/perf/NOTES.md 2026-12-06): neutral at 4096x8192x8192, 5.5% faster
   // for fp8_block at 512 tokens; so they do not, or the exposed time is elsewhere.
-  const bool turn_order = !kFast && turns != 0;
+  const bool turn_order = !kFast && !kQuarters && turns != 0;
   bool turn_taken = false;
   auto take_turn = [&] {
     if (turn_order && (cw == 1 || turn_taken)) named_barrier(2 + cw, 256);
@@ -388,37 +402,58 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       release((it - 1) % kS);
     } else if constexpr (kQuarters) {
       // 256 tokens, promoted per 128-K block over token quarters: acc (128 registers) + two part
-      // sets of 32 + the block's A fragments (16). The fragments come from the W box by ldmatrix once
-      // and feed the four quarters (A from registers), so shared memory serves W once per block as an
-      // n256 wgmma would. Quarter q's m64n64 wgmma sum into set q & 1; a set is promoted into
-      // acc[32 q ..] while the next quarter's wgmma run, so within one warpgroup the tensor cores
-      // always have work queued but for the block's last promotion (which the other warpgroup covers).
+      // sets of 32 + one block's A fragments (16). Quarter q's m64n64 wgmma sum into set q & 1; a set
+      // is promoted into acc[32 q ..] while the next quarter's wgmma run. Blocks go in pairs: the
+      // first block's fragments come from its W box by ldmatrix once and feed its four quarters (A
+      // from registers: shared memory serves W once per block, as an n256 wgmma would); the second
+      // block's quarters take A from shared memory, so they need no fragments of their own and the
+      // first of them is issued while the first block's last quarter still reads the registers. The
+      // tensor-core queue thus runs dry once per pair (at its end: no group may outlive the loop
+      // iteration, C7514) instead of once per block, for +24 KiB of W reads per warpgroup and pair.
+      // An odd last block is paired with a second load of itself, whose sums are not promoted.
       float p0[32], p1[32];
       const Fp8RsA lane_a = fp8_rs_a(cw, warp, lane);
-      for (int kb = kb0; kb < kb1; ++kb, ++it) {
-        const int s = it % kS;
-        mbar_wait(full(s), (it / kS) & 1);
-        const unsigned st = smem_u32(ring + s * kStage);
+      for (int j = kb0; j < kb1; j += 2, it += 2) {
+        const int s0 = it % kS, s1 = (it + 1) % kS;
+        const bool live = j + 1 < kb1;  // (warp-uniform)
+        mbar_wait(full(s0), (it / kS) & 1);
+        const unsigned st0 = smem_u32(ring + s0 * kStage), st1 = smem_u32(ring + s1 * kStage);
         unsigned a[kF8StageK / 32][4];
-        fp8_rs_load(a, lane_a, st);
-        const float sw = stage_sw(s);
-        // tokens 64 q .. 64 q + 63 into p, one group
-        auto quarter = [&](float (&p)[32], int q) { fp8_rs_group_n64_rows(p, a, st + kXOff + q * 64 * kF8StageK); };
-        take_turn();
-        quarter(p0, 0);
-        quarter(p1, 1);
-        pass_turn();
+        fp8_rs_load(a, lane_a, st0);
+        const float sw0 = stage_sw(s0);
+        // tokens 64 q .. 64 q + 63 of the first block (A: the fragments) / the second (A: the W box)
+        auto first_q = [&](float (&p)[32], int q) { fp8_rs_group_n64_rows(p, a, st0 + kXOff + q * 64 * kF8StageK); };
+        auto second_q = [&](float (&p)[32], int q) {
+          fp8_ss_group_n64_rows(p, st1 + 64 * kF8StageK * cw, st1 + kXOff + q * 64 * kF8StageK);
+        };
+        first_q(p0, 0);
+        first_q(p1, 1);
         wgmma_wait<1>();
-        promote(p0, 0, s, sw);
-        quarter(p0, 2);
+        promote(p0, 0, s0, sw0);
+        first_q(p0, 2);
         wgmma_wait<1>();
-        promote(p1, 64, s, sw);
-        quarter(p1, 3);
+        promote(p1, 64, s0, sw0);
+        first_q(p1, 3);
         wgmma_wait<1>();
-        promote(p0, 128, s, sw);
+        promote(p0, 128, s0, sw0);
+        mbar_wait(full(s1), ((it + 1) / kS) & 1);
+        second_q(p0, 0);
+        wgmma_wait<1>();  // the first block's wgmma are done
+        promote(p1, 192, s0, sw0);
+        release(s0);
+        const float sw1 = stage_sw(s1);
+        second_q(p1, 1);
+        wgmma_wait<1>();
+        if (live) promote(p0, 0, s1, sw1);
+        second_q(p0, 2);
+        wgmma_wait<1>();
+        if (live) promote(p1, 64, s1, sw1);
+        second_q(p1, 3);
+        wgmma_wait<1>();
+        if (live) promote(p0, 128, s1, sw1);
         wgmma_wait<0>();
-        promote(p1, 192, s, sw);
-        release(s);
+        if (live) promote(p1, 192, s1, sw1);
+        release(s1);
       }
     } else {
       // Promotion per 128-K block, two blocks at a time: blocks j and j + 1 go into the zeroed sets pa
@@ -470,6 +505,8 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
     // Epilogue: scale, bias, round; y[token][row].
     const long long r_lo = static_cast<long long>(kF8Rows) * w_blk + row_in_tile;
     float sw_lo = 1.0f, sw_hi = 1.0f, b_lo = 0.0f, b_hi = 0.0f;
+    // (Loaded here, not before the main loop: a register held over it costs the 256-token tiles.)
+    const float tensor_alpha = kMode == kFp8Tensor ? mul_rn(ld_f32(x_scale), w_scale2) : 1.0f;
     if constexpr (kMode == kFp8Token) {
       sw_lo = r_lo < n ? ld_f32(w_scale + r_lo) : 0.0f;
       sw_hi = r_lo + 8 < n ? ld_f32(w_scale + r_lo + 8) : 0.0f;
