@@ -294,9 +294,42 @@ TEST_F(LinearFp8Gpu, LargePrefillShapeMatchesReferenceOnSampledRows) {
   }
 }
 
+// The promoted 256-token tiles take their K blocks in pairs (the second block's quarters from shared
+// memory) and load an odd last block twice, promoting it once: every short block count (1, 2, 3, 5;
+// partial last blocks where the mode allows them) in each mode, on sampled rows.
+TEST_F(LinearFp8Gpu, WideTilesPairTheirKBlocksAtEveryCount) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 4096 + 64, m = 1000;  // 33 row blocks: 256-token tiles from M = 769
+  for (ActMode act : {ActMode::fp8_tensor, ActMode::fp8_token, ActMode::fp8_block})
+    for (int blocks : {1, 2, 3, 5}) {
+      const int64_t k = act == ActMode::fp8_block ? 128 * blocks : 128 * blocks - 32;
+      const linear::Caps caps = fp8_caps(act, n, k, m, DType::bf16, DType::f32, false);
+      const linear::Plan plan = linear::plan(caps);
+      const linear::PlanPath& path = plan.path_for(m);
+      ASSERT_EQ(path.spec.kernel, "linear.wgmma_fp8") << path.name;
+      ASSERT_NE(path.name.find("tokens_per_tile=256"), std::string::npos) << path.name;
+      const PackedWeight p = test::random_weight(caps.format, n, k, rng, test::kLinearDraw);
+      const DeviceWeight w(p);
+      const HostTensor x = random_x(rng, DType::bf16, m, k);
+      const float s = static_scale(x);
+      QuantizedLinearRunner runner(plan);
+      const std::vector<uint8_t> y = runner.run(x, s, w, nullptr);
+      std::vector<int64_t> rows = {0, 63, 64, 127, 128, n - 1};
+      while (rows.size() < 32) rows.push_back(static_cast<int64_t>(rng() % n));
+      HostTensor a(DType::f64, {m, k}), wf(DType::f32, {n, k});
+      reference_activations(x.view(), act, s, a.view());
+      dequantize_weight(p.view(), wf.view(), /*apply_tensor_scale=*/false);
+      const double w_tensor = act == ActMode::fp8_tensor ? static_cast<double>(p.scale2) : 1.0;
+      expect_sampled_rows_close(y, a, wf, rows, m, n, k, w_tensor, nullptr, label(caps, m) + " via " + path.name);
+    }
+}
+
 // fp8_block on wgmma_fp8_tm at ragged shapes: M past the 128-token tiles, N past the 256-row tiles
-// (odd N: one 16-bit or 32-bit store at a time), an odd number of 128-K blocks (fp8_block's K is a
-// multiple of 128), every output dtype, bias of each dtype, x quantized by the op or on the host.
+// (odd N: one 16-bit or 32-bit store at a time), an odd (5, 3) and an even (4) number of 128-K blocks
+// (fp8_block's K is a multiple of 128), every output dtype, bias of each dtype, x quantized by the op
+// or on the host.
 TEST_F(LinearFp8Gpu, TokensAsMKernelMatchesReferenceAtRaggedShapes) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -307,7 +340,7 @@ TEST_F(LinearFp8Gpu, TokensAsMKernelMatchesReferenceAtRaggedShapes) {
   int i = 0;
   for (DType xd : {DType::bf16, DType::f8_e4m3})
     for (DType out : outs) {
-      const int64_t n = i % 3 == 0 ? 300 : i % 3 == 1 ? 301 : 520, k = i % 2 == 0 ? 640 : 384;
+      const int64_t n = i % 3 == 0 ? 300 : i % 3 == 1 ? 301 : 520, k = i % 3 == 0 ? 640 : i % 3 == 1 ? 384 : 512;
       const bool bias = i % 4 != 3;
       linear::Caps caps = fp8_caps(ActMode::fp8_block, n, k, 300, xd, out, bias);
       caps.bias_dtype = biases[i % 3];
