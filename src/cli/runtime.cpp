@@ -21,6 +21,7 @@ namespace {
 struct PrewarmOptions {
   std::string op, format, shape, tokens, out_dtype = "bf16", act_dtype = "bf16", layout = "checkpoint", act = "a16", spec, arch;
   bool fast_accum = false;
+  bool round_weights = false;
   bool all = false;
 };
 
@@ -51,7 +52,7 @@ std::vector<PrewarmItem> items_from_json(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail_arg("--spec", "'", path, "' is not valid JSON: ", e.what());
   }
-  B12X_CHECK_ARG(j.is_array(), "--spec", "must hold a JSON array of {op, format, shape: [n, k], tokens, out_dtype, act_dtype, layout, act, fast_accum}");
+  B12X_CHECK_ARG(j.is_array(), "--spec", "must hold a JSON array of {op, format, shape: [n, k], tokens, out_dtype, act_dtype, layout, act, fast_accum, round_weights}");
   std::vector<PrewarmItem> items;
   for (const auto& e : j) {
     try {
@@ -68,6 +69,7 @@ std::vector<PrewarmItem> items_from_json(const std::string& path) {
       if (e.contains("layout")) it.layout = e.at("layout").get<std::string>();
       if (e.contains("act")) it.act = e.at("act").get<std::string>();
       if (e.contains("fast_accum")) it.fast_accum = e.at("fast_accum").get<bool>();
+      if (e.contains("round_weights")) it.round_weights = e.at("round_weights").get<bool>();
       items.push_back(it);
     } catch (const nlohmann::json::exception& ex) {
       fail_arg("--spec", "bad entry ", e.dump(), ": ", ex.what());
@@ -114,7 +116,7 @@ void run_prewarm(const PrewarmOptions& o) {
       B12X_CHECK_ARG(shape.size() == 2, "--shape", "must be NxK, got '", o.shape, "'");
       items.push_back({o.op, o.format, shape[0], shape[1],
                        o.tokens.empty() ? std::vector<int64_t>{} : parse_ints(o.tokens, ',', "--tokens"), o.out_dtype,
-                       o.act_dtype, o.layout, o.act, o.fast_accum});
+                       o.act_dtype, o.layout, o.act, o.fast_accum, o.round_weights});
     }
     B12X_CHECK_ARG(!items.empty(), "--op", "nothing to prewarm: give --op/--format/--shape, --spec FILE or --all");
     r = prewarm(items, o.arch, draw_progress);
@@ -140,6 +142,8 @@ void register_runtime(CLI::App& app) {
   pw->add_option("--layout", o->layout, "linear: weight layout (checkpoint, tile16)")->capture_default_str();
   pw->add_option("--act", o->act, "linear: activation mode (a16, fp8_tensor, fp8_token, fp8_block, mxfp8, nvfp4)")->capture_default_str();
   pw->add_flag("--fast-accum", o->fast_accum, "linear, fp8_tensor / fp8_token: no FP32 promotion (linear::Caps::fast_accum)");
+  pw->add_flag("--round-weights", o->round_weights,
+               "linear, 16-bit x, prefill: weights rounded to x's type, no promotion (linear::Caps::round_weights)");
   pw->add_option("--spec", o->spec, "JSON file: [{op, format, shape: [n, k], tokens: [...], out_dtype}]");
   pw->add_option("--arch", o->arch, "fill the disk cache for this arch (sm_90a, sm_120a) without loading on a GPU");
   pw->add_flag("--all", o->all, "every registered kernel configuration");

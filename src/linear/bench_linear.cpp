@@ -67,7 +67,7 @@ double cublas_baseline_us(Context& ctx, const Shape& s) {
 }
 
 void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::DecodeKernel kernel,
-                  WeightLayout layout) {
+                  WeightLayout layout, bool round_weights = false) {
   const int64_t m = s.m, n = s.n, k = s.k;
   linear::Caps caps;
   caps.format = f;
@@ -78,6 +78,7 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::Dec
   caps.out_dtype = DType::bf16;
   caps.kernel = kernel;
   caps.layout = layout;
+  caps.round_weights = round_weights;
   const linear::Plan plan = linear::plan(caps, ctx.stream());  // compiles on first use
   const linear::PlanPath& path = plan.path_for(m);
   r.path = path.name + " " + path.kernel->describe();
@@ -119,6 +120,7 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::Dec
   for (uint16_t b : yh) non_finite += (b & 0x7F80u) == 0x7F80u;
   HostTensor decoded(DType::f32, {rows, k});
   dequantize_weight(tile.view(), decoded.view(), /*apply_tensor_scale=*/false);
+  if (path.rounds_weights) round_decoded_weight(f, DType::bf16, decoded.view());
   const double alpha = f == Format::fp8_tensor || f == Format::nvfp4 ? static_cast<double>(tile.scale2) : 1.0;
   std::vector<double> got, want;
   std::uniform_int_distribution<int64_t> pick(0, n - 1), pick_token(0, m - 1);
@@ -150,7 +152,8 @@ void bench_linear(Context& ctx, Format f, const Shape& s, Result& r, linear::Dec
 // suite: "linear" (preferred_layout), "linear_checkpoint" (automatic kernel choice on checkpoint
 // weights), "linear_gemv" (the gemv kernel, for the formats automatic sends to mma), "linear_prefill"
 // (tile16 weights of the formats the prefill path serves, and bf16_checkpoint: BF16 rows as stored,
-// the dense variant; prefill shapes).
+// the dense variant; "<format>+round": Caps::round_weights, checked against the rounded weight;
+// prefill shapes).
 std::vector<Case> linear_cases(const std::vector<Shape>& shapes, const std::string& suite) {
   std::vector<Case> cases;
   if (suite == "linear_prefill") {
@@ -161,6 +164,10 @@ std::vector<Case> linear_cases(const std::vector<Shape>& shapes, const std::stri
         cases.push_back({suite, std::string(info.name), s.str(), Ceiling::none, [f, s](Context& ctx, Result& r) {
                            bench_linear(ctx, f, s, r, linear::DecodeKernel::automatic, WeightLayout::tile16);
                          }});
+        if (linear::rounds_weights(f, DType::bf16))  // "+round": Caps::round_weights
+          cases.push_back({suite, std::string(info.name) + "+round", s.str(), Ceiling::none, [f, s](Context& ctx, Result& r) {
+                             bench_linear(ctx, f, s, r, linear::DecodeKernel::automatic, WeightLayout::tile16, true);
+                           }});
         if (linear::prefill_supports(f, DType::bf16, WeightLayout::checkpoint))  // dense rows as stored
           cases.push_back({suite, std::string(info.name) + "_checkpoint", s.str(), Ceiling::none, [f, s](Context& ctx, Result& r) {
                              bench_linear(ctx, f, s, r, linear::DecodeKernel::automatic, WeightLayout::checkpoint);

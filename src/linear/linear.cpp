@@ -89,17 +89,33 @@ KernelSpec linear_spec(const Caps& caps, const char* kernel, int64_t size, const
 // The prefill kernel: sm_90a only (wgmma, TMA, setmaxnreg); __launch_bounds__(384, 1): 65536 / 384
 // = 168 registers at launch (setmaxnreg then moves 40 -> 232 from the producer to the consumers).
 // split: device::WgmmaSplit, cluster: CTAs per cluster (the defaults add no template argument).
-// dense: 16-bit weights in the checkpoint layout (kDense).
+// dense: 16-bit weights in the checkpoint layout (kDense). round: Caps::round_weights where it applies
+// (rounds_weights: kRoundW).
 KernelSpec make_wgmma_spec(const Caps& caps, int tokens_per_cta, int split = device::kSplitNone, int cluster = 1,
-                           bool dense = false) {
+                           bool dense = false, bool round = false) {
   std::vector<std::pair<std::string, int>> extra;
-  if (split != device::kSplitNone || cluster > 1 || dense) extra.emplace_back("scale_split", split);
-  if (cluster > 1 || dense) extra.emplace_back("cluster", cluster);
-  if (dense) extra.emplace_back("dense", 1);
+  if (split != device::kSplitNone || cluster > 1 || dense || round) extra.emplace_back("scale_split", split);
+  if (cluster > 1 || dense || round) extra.emplace_back("cluster", cluster);
+  if (dense || round) extra.emplace_back("dense", dense ? 1 : 0);
+  if (round) extra.emplace_back("round_weights", 1);
   KernelSpec s = linear_spec(caps, "wgmma_tile16", tokens_per_cta, "tokens_per_cta", std::to_string(tokens_per_cta),
                              extra, 168);
   s.archs = {"sm_90a"};
   return s;
+}
+
+// Whether the prefill path of tokens_per_cta bn rounds its weights (Caps::round_weights where
+// rounds_weights), on the tiles where rounding measured faster than promotion (H100, 2026-12-07, NOTES.md):
+// 256 tokens (1.3-1.9x), 128 for the formats promoted per 32 K or less (Q8_0 / IQ2 6-28% faster; fp8_block,
+// promoted once per 128-K block there, 8-11% slower), never 64 (3-12% slower: the rounding's
+// instructions are spread over few tokens).
+bool prefill_rounds(const Caps& caps, int bn) {
+  if (!caps.round_weights || !rounds_weights(caps.format, caps.act_dtype)) return false;
+  return bn == 256 || (bn == 128 && !device::wgmma_stage_scaled(static_cast<int>(caps.format)));
+}
+// Whether a path runs as two instances (MXFP8 with BF16 x, exact: fold / promote).
+bool prefill_split_scales(const Caps& caps, int bn) {
+  return device::wgmma_split_scales(static_cast<int>(caps.format), act_code(caps.act_dtype)) && !prefill_rounds(caps, bn);
 }
 
 // The prefill paths as (largest M, tokens per CTA), in order, the last one ending at max_tokens: 64
@@ -111,7 +127,7 @@ std::vector<std::pair<int64_t, int>> prefill_buckets(const Caps& caps, int sm_co
   const int f = static_cast<int>(caps.format), a = act_code(caps.act_dtype);
   const int widest = std::min(prefill_tokens_cap(), device::wgmma_split_scales(f, a)
                                                          ? device::wgmma_split_max_tokens(device::kSplitFold)
-                                                         : device::wgmma_max_tokens_per_cta(f, a));
+                                                         : device::wgmma_max_tokens_per_cta(f, a, prefill_rounds(caps, 256)));
   auto buckets = tile_buckets({{kPrefillBuckets[0], 64}, {kPrefillBuckets[1], 128}}, widest,
                               (caps.n + device::kWgRows - 1) / device::kWgRows, sm_count, caps.max_tokens);
   for (auto& [top, bn] : buckets) bn = std::min(bn, widest);  // B12X_PREFILL_TOKENS_PER_CTA=64: in every bucket
@@ -314,6 +330,11 @@ int64_t token_bucket(int64_t tokens) {
   return kMaxDecodeTokens;
 }
 
+bool rounds_weights(Format format, DType act_dtype) {
+  if (act_dtype != DType::bf16 && act_dtype != DType::f16) return false;
+  return tile16_supports(format, act_dtype) && device::wgmma_promoted(static_cast<int>(format), act_code(act_dtype));
+}
+
 void validate_caps(const Caps& caps) {
   const FormatInfo& info = checked_format(caps.format);
   if (caps.act == ActMode::a16) act_code(caps.act_dtype);
@@ -344,9 +365,15 @@ void validate_caps(const Caps& caps) {
     return;
   }
   if (caps.act != ActMode::a16) {  // quantized FP8 activations: their own rules (fp8_gemm.cpp)
+    B12X_CHECK_ARG(!caps.round_weights, "round_weights",
+                   "is for 16-bit activations (act a16, mxfp8, nvfp4); ", act_mode_name(caps.act),
+                   " activations multiply the FP8 weight codes as stored");
     fp8::validate(caps);
     return;
   }
+  B12X_CHECK_ARG(!caps.fast_accum, "fast_accum",
+                 "is for fp8_tensor / fp8_token activations; 16-bit activations (act a16) run on BF16 / F16 tensor "
+                 "cores, which accumulate in FP32 (see round_weights for the prefill path's fast option)");
   if (tile16(caps)) {
     const FormatInfo& f = format_info(caps.format);
     if (caps.kernel == DecodeKernel::gemv || !tile16_supports(caps.format, caps.act_dtype))
@@ -443,9 +470,10 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
     p.smem_bytes = static_cast<size_t>(device::wgmma_smem_bytes(f, bn));
     p.grid = dim3(static_cast<unsigned>((top + bn - 1) / bn),
                   static_cast<unsigned>((caps.n + device::kWgRows - 1) / device::kWgRows));
-    const bool split = device::wgmma_split_scales(f, act_code(caps.act_dtype));
+    const bool split = prefill_split_scales(caps, bn), round = prefill_rounds(caps, bn);
+    p.rounds_weights = round;
     p.cluster = prefill_cluster(split, p.grid.y);
-    p.spec = make_wgmma_spec(caps, bn, split ? device::kSplitFold : device::kSplitNone, p.cluster, !tile16(caps));
+    p.spec = make_wgmma_spec(caps, bn, split ? device::kSplitFold : device::kSplitNone, p.cluster, !tile16(caps), round);
     std::string split_name;
     if (split) {
       p.split_tokens_per_cta = std::min(bn, device::wgmma_split_max_tokens(device::kSplitPromote));
@@ -462,7 +490,8 @@ PlanPath plan_path(const Caps& caps, int64_t tokens, int sm_count) {
                             "tokens_per_cta=", bn, ", stages=", device::wgmma_stages(f, bn),
                             ", grid=ceil(M/", bn, ")x", p.grid.y, p.ksplit > 1 ? detail::concat("x(1..", p.ksplit, ")") : "",
                             "x", device::kWgThreads, p.ksplit > 1 ? ", split-K by M" : "",
-                            p.cluster > 1 ? ", cluster=1x2 (x multicast)" : "", split_name, "}");
+                            p.cluster > 1 ? ", cluster=1x2 (x multicast)" : "", split_name,
+                            round ? detail::concat(", weights rounded to ", dtype_name(caps.act_dtype)) : "", "}");
     return p;
   }
   const int64_t bucket = token_bucket(tokens);
@@ -566,11 +595,16 @@ std::vector<KernelSpec> all_kernel_specs() {
             specs.push_back(make_wgmma_spec(caps, bn, device::kSplitFold));  // 64, 128, 256
             if (bn <= device::wgmma_split_max_tokens(device::kSplitPromote))
               specs.push_back(make_wgmma_spec(caps, bn, device::kSplitPromote));
-          } else {
-            if (bn > device::wgmma_max_tokens_per_cta(static_cast<int>(info.format), act_code(act))) continue;
+          } else if (bn <= device::wgmma_max_tokens_per_cta(static_cast<int>(info.format), act_code(act))) {
             specs.push_back(make_wgmma_spec(caps, bn));
             specs.push_back(make_wgmma_spec(caps, bn, device::kSplitNone, 2));
           }
+          caps.round_weights = true;
+          if (prefill_rounds(caps, bn)) {  // Caps::round_weights: one instance (prefill_rounds' tiles)
+            specs.push_back(make_wgmma_spec(caps, bn, device::kSplitNone, 1, false, true));
+            specs.push_back(make_wgmma_spec(caps, bn, device::kSplitNone, 2, false, true));
+          }
+          caps.round_weights = false;
           if (prefill_supports(info.format, act, WeightLayout::checkpoint)) {  // dense 16-bit rows
             caps.layout = WeightLayout::checkpoint;
             specs.push_back(make_wgmma_spec(caps, bn, device::kSplitNone, 1, true));

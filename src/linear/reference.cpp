@@ -18,6 +18,7 @@
 #include "b12x/formats/mx.h"
 #include "b12x/formats/nvfp4.h"
 #include "b12x/formats/scalar.h"
+#include "b12x/linear/linear.h"
 
 namespace b12x {
 
@@ -194,6 +195,14 @@ void reference_activations(const TensorView& x, ActMode act, float input_scale, 
   for (int64_t i = 0; i < x.numel(); ++i) out.ptr<double>()[i] = a.values[i] * a.tensor_scale;
 }
 
+void round_decoded_weight(Format format, DType act_dtype, const TensorView& w) {
+  expect(w, "w").host().dtype(DType::f32).contiguous();
+  if (!linear::rounds_weights(format, act_dtype)) return;
+  float* p = w.ptr<float>();
+  for (int64_t i = 0; i < w.numel(); ++i)
+    p[i] = act_dtype == DType::bf16 ? bf16_to_f32(f32_to_bf16(p[i])) : f16_to_f32(f32_to_f16(p[i]));
+}
+
 void reference_linear(const LinearRefArgs& args) {
   check_x(args.x);
   const int64_t m = args.x.size(0), k = args.x.size(1);
@@ -207,6 +216,7 @@ void reference_linear(const LinearRefArgs& args) {
 
   HostTensor w(DType::f32, {n, k});
   dequantize_weight(args.w, w.view(), /*apply_tensor_scale=*/false);
+  if (args.round_weights) round_decoded_weight(args.w.format, args.act == ActMode::a16 ? args.x.dtype : DType::bf16, w.view());
   const DecodedActivations a = decode_activations(args.x, args.act, args.input_scale);
   // Both factors are FP32 values, so their float64 product is exact.
   const double alpha = a.tensor_scale * weight_tensor_scale(args.w);

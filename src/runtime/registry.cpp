@@ -62,6 +62,7 @@ std::vector<KernelSpec> prewarm_specs(const PrewarmItem& item) {
       caps.layout = layout;
       caps.act = parse_act_mode(item.act, "act");
       caps.fast_accum = item.fast_accum;
+      caps.round_weights = item.round_weights;
       for (auto& s : linear::kernel_specs(caps)) specs.push_back(std::move(s));  // what plan(caps) resolves
     }
     return specs;  // prewarm() deduplicates: token counts in one bucket share a kernel

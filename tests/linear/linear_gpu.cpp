@@ -18,6 +18,7 @@
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -657,6 +658,125 @@ TEST_F(LinearGpu, PrefillLargeShapeMatchesReference) {
     const std::vector<uint8_t> y = run_on_device(plan, x, device_weight(p, WeightLayout::tile16), nullptr);
     expect_matches_reference(y, caps.out_dtype, x.view(), p, TensorView{}, label(caps, m) + " via " +
                                                                              plan.path_for(m).name);
+  }
+}
+
+// Caps::round_weights: the prefill path of every format it concerns (rounds_weights) against the
+// reference with the rounded weight where the path rounds (128- and 256-token tiles; N: one 128-row
+// block per SM, so 256-token tiles fill the GPU from M = 129) and the exact one where it does not
+// (64-token tiles, fp8_block's 128, the decode path), every out dtype (FP32 y tells the rounded weight
+// from the exact one: they differ by ~1e-3 relative, the FP32 tolerance is 1e-5).
+TEST_F(LinearGpu, PrefillRoundWeightsMatchesTheRoundedReference) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 128 * static_cast<int64_t>(device_info().sm_count);
+  const DType outs[] = {DType::f32, DType::bf16, DType::f16};
+  size_t i = 0;
+  for (const auto& [f, act] : prefill_cases()) {
+    if (!linear::rounds_weights(f, act)) continue;
+    const DType out = outs[i++ % 3];
+    linear::Caps caps = make_caps(f, n, small_k(f), 300, act, out, i % 2 == 0, DType::f32);
+    caps.layout = WeightLayout::tile16;
+    caps.round_weights = true;
+    const linear::Plan plan = linear::plan(caps);
+    const PackedWeight p = random_weight(f, caps.n, caps.k, rng);
+    const DeviceWeight w = device_weight(p, WeightLayout::tile16);
+    const HostTensor bias = random_tensor(rng, DType::f32, {caps.n});
+    for (int64_t m : {8, 40, 128, 300}) {
+      const linear::PlanPath& path = plan.path_for(m);
+      const std::string what = label(caps, m) + " via " + path.name;
+      // Rounded on the 256-token tiles, and the 128-token ones but for fp8_block (prefill_rounds).
+      const bool rounds = m > 128 || (m > 64 && f != Format::fp8_block);
+      EXPECT_EQ(path.rounds_weights, rounds) << what;
+      EXPECT_EQ(path.name.find("weights rounded") != std::string::npos, rounds) << what;
+      if (m > 128) EXPECT_NE(path.name.find("tokens_per_cta=256"), std::string::npos) << what;
+      const HostTensor x = random_tensor(rng, act, {m, caps.k});
+      const std::vector<uint8_t> y = run_on_device(plan, x, w, caps.has_bias ? &bias : nullptr);
+      const TensorView b = caps.has_bias ? bias.view() : TensorView{};
+      HostTensor ref(DType::f64, {m, caps.n});
+      reference_linear({x.view(), p.view(), ActMode::a16, 1.0f, b, ref.view(), /*round_weights=*/rounds});
+      double diff = 0, norm = 0;
+      int64_t non_finite = 0;
+      for (int64_t j = 0; j < m * caps.n; ++j) {
+        const double got = load_f32(y.data(), out, j), want = ref.ptr<double>()[j];
+        non_finite += !std::isfinite(got);
+        diff += (got - want) * (got - want), norm += want * want;
+      }
+      EXPECT_EQ(non_finite, 0) << what;
+      EXPECT_LE(std::sqrt(diff / norm), out == DType::f32 ? 1e-5 : 1e-2) << what;
+    }
+  }
+}
+
+// Caps::round_weights with one-hot x: y[t, :] (FP32) is column t of the rounded weight, bit for bit
+// (zeros of either sign alike: the sum starts at +0), on the 256-token tiles: every code, every scale
+// byte (MX: the subnormal 2^-127 too) and the rounding of each product. A row holding a weight that
+// rounded to +-Inf (F16: as an F16-dequantized checkpoint would hold it) sums 0 x Inf = NaN in every
+// other column; with F16 x the scales are drawn so that most products fit F16, a few not.
+TEST_F(LinearGpu, PrefillRoundWeightsGivesEveryRoundedWeightWithOneHotActivations) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 128 * static_cast<int64_t>(device_info().sm_count);
+  for (const auto& [f, act] : prefill_cases()) {
+    if (!linear::rounds_weights(f, act)) continue;
+    const int64_t k = f == Format::iq2_xxs || f == Format::iq2_xs ? 512 : 352;  // M = K one-hot tokens
+    linear::Caps caps = make_caps(f, n, k, k, act, DType::f32, false, DType::bf16);
+    caps.layout = WeightLayout::tile16;
+    caps.round_weights = true;
+    const linear::Plan plan = linear::plan(caps);
+    const std::string what = label(caps, k) + " via " + plan.path_for(k).name;
+    EXPECT_NE(plan.path_for(k).name.find("tokens_per_cta=256"), std::string::npos) << what;
+    EXPECT_TRUE(plan.path_for(k).rounds_weights) << what;
+    PackedWeight p = random_codes(f, n, k, rng);
+    if (!p.scale.view().empty()) {
+      uint8_t* s = static_cast<uint8_t*>(p.scale.view().data);
+      const int64_t count = p.scale.view().numel();
+      if (act == DType::f16) {  // MX: 2^-16 .. 2^7 (one in 64: 2^8 .. 2^11); fp8_block: 2^-16 .. 2^3
+        for (int64_t i = 0; i < count; ++i) {
+          if (p.scale.view().dtype == DType::f32) {
+            float v;
+            std::memcpy(&v, s + 4 * i, 4);
+            int e;
+            v = std::ldexp(std::frexp(v, &e), static_cast<int>(rng() % 20) - 15);
+            std::memcpy(s + 4 * i, &v, 4);
+          } else {
+            s[i] = static_cast<uint8_t>(111 + rng() % (rng() % 64 == 0 ? 28 : 24));
+          }
+        }
+      }
+      if (f == Format::mxfp8 || f == Format::mxfp4) s[0] = 0, s[count - 1] = 0;  // the subnormal 2^-127
+    }
+    HostTensor x(act, {k, k});
+    std::memset(x.view().data, 0, x.nbytes());
+    for (int64_t t = 0; t < k; ++t) store_f32(x.view().data, act, t * k + t, 1.0f);
+    const std::vector<uint8_t> y = run_on_device(plan, x, device_weight(p, WeightLayout::tile16), nullptr);
+    HostTensor we(DType::f32, {n, k}), wr(DType::f32, {n, k});
+    dequantize_weight(p.view(), we.view(), /*apply_tensor_scale=*/false);  // (no format that rounds has one)
+    dequantize_weight(p.view(), wr.view(), false);
+    round_decoded_weight(f, act, wr.view());
+    int bad = 0;
+    int64_t differs_from_exact = 0, finite_rows = 0;
+    for (int64_t j = 0; j < n && bad < 5; ++j) {
+      const float* row = wr.ptr<float>() + j * k;
+      int64_t non_finite = 0;
+      for (int64_t c = 0; c < k; ++c) {
+        non_finite += !std::isfinite(row[c]);
+        differs_from_exact += row[c] != we.ptr<float>()[j * k + c];
+      }
+      finite_rows += non_finite == 0;
+      for (int64_t t = 0; t < k && bad < 5; ++t) {
+        const bool others = non_finite - !std::isfinite(row[t]) > 0;  // 0 x (+-Inf or NaN) elsewhere in the row
+        const float want = others ? std::numeric_limits<float>::quiet_NaN() : row[t];
+        float got;
+        std::memcpy(&got, y.data() + 4 * (t * n + j), 4);
+        if (std::memcmp(&got, &want, 4) != 0 && !(std::isnan(got) && std::isnan(want)) && !(got == 0 && want == 0))
+          ++bad, ADD_FAILURE() << what << " column " << t << " row " << j << ": got " << got << " want " << want;
+      }
+    }
+    EXPECT_GT(differs_from_exact, 0) << what << ": the draw never needed rounding, so the test proves nothing";
+    EXPECT_GT(finite_rows, n / 2) << what << ": most rows must be finite for the test to check values";
   }
 }
 

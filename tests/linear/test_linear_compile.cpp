@@ -133,16 +133,18 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
   // instances (scale_split 1: the row blocks whose scales fold, 64 / 128 / 256 tokens; 2: the others,
   // 64 / 128): three more per out;
   // every unsplit one (47 per out) also as a cluster of two CTAs (x multicast); dense BF16 / F16
-  // weights of x's type in the checkpoint layout: 64 / 128 / 256, alone and paired (12 per out).
+  // weights of x's type in the checkpoint layout: 64 / 128 / 256, alone and paired (12 per out);
+  // Caps::round_weights for the 11 promoted pairs: 256, and 128 but for fp8_block x 2 act, alone and
+  // paired (40 per out).
   EXPECT_EQ(mma_combinations(), 16u);  // bf16/bf16, f16/f16, and 7 formats x 2 act
   // wgmma_fp8 (quantized activations): promoted: 3 modes x 5 token tiles (16 .. 256); fast_accum:
   // fp8_tensor and fp8_token x 5 (16 .. 256); x 3 out, sm_90a only; fp8_tensor / fp8_token tiles of
   // 128 and 256 tokens also as clusters of two (4 promoted + 4 fast); wgmma_fp8_tm (fp8_block with
   // the tokens as M, 128 x 256 tiles): 3 out.
   EXPECT_EQ(specs.size(), all_formats().size() * 5 * 2 * 3 + 2 * mma_combinations() * 2 * 3 + 2 * 2 * 2 * 3 +
-                              (9 * 3 + 11 * 2 + 3 + 47 + 2 * 3 * 2) * 3 + (3 * 5 + 2 * 5 + 8) * 3 + 3);
+                              (9 * 3 + 11 * 2 + 3 + 47 + 2 * 3 * 2 + (11 + 9) * 2) * 3 + (3 * 5 + 2 * 5 + 8) * 3 + 3);
   std::set<std::string> names;
-  size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, clustered = 0, fp8 = 0, fp8_tm = 0;
+  size_t mma = 0, tile16 = 0, iq2 = 0, prefill = 0, clustered = 0, rounded = 0, fp8 = 0, fp8_tm = 0;
   for (const auto& s : specs) {
     EXPECT_TRUE(names.insert(s.name_expression).second) << "duplicate " << s.name_expression;
     if (s.kernel == "linear.wgmma_fp8") {
@@ -162,6 +164,11 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     }
     if (s.kernel == "linear.wgmma_tile16") {
       ++prefill;
+      if (s.describe().find("round_weights=1") != std::string::npos) {
+        ++rounded;
+        EXPECT_NE(s.describe().find("scale_split=0"), std::string::npos) << s.describe();  // one instance
+        EXPECT_NE(s.describe().find("dense=0"), std::string::npos) << s.describe();
+      }
       if (s.describe().find("cluster=2") != std::string::npos) {
         ++clustered;
         EXPECT_NE(s.describe().find("scale_split=0"), std::string::npos) << s.describe();  // never a split instance
@@ -194,8 +201,9 @@ TEST(LinearCompile, SpecsCoverEveryFormatBucketAndDtype) {
     EXPECT_EQ(s.archs, (std::vector<std::string>{"sm_90a", "sm_120a"}));
     EXPECT_GT(s.max_registers, 0);
   }
-  EXPECT_EQ(prefill, (9u * 3 + 11 * 2 + 3 + 47 + 2 * 3 * 2) * 3);
-  EXPECT_EQ(clustered, (47u + 2 * 3) * 3);
+  EXPECT_EQ(prefill, (9u * 3 + 11 * 2 + 3 + 47 + 2 * 3 * 2 + (11 + 9) * 2) * 3);
+  EXPECT_EQ(clustered, (47u + 2 * 3 + 11 + 9) * 3);
+  EXPECT_EQ(rounded, (11u + 9) * 2 * 3);
   EXPECT_EQ(fp8, (3u * 5 + 2 * 5 + 8) * 3);
   EXPECT_EQ(fp8_tm, 3u);
   EXPECT_EQ(mma, mma_combinations() * 2 * 3);
@@ -379,11 +387,97 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
       if (!linear::prefill_supports(info.format, act)) continue;
       for (int bn : {64, 128, 256}) {
         const int f = static_cast<int>(info.format);
-        if (bn > device::wgmma_max_tokens_per_cta(f, act == DType::bf16 ? device::kActBf16 : device::kActF16)) continue;
+        // (round_weights: the promoted formats at 256 tokens too)
+        if (bn > device::wgmma_max_tokens_per_cta(f, act == DType::bf16 ? device::kActBf16 : device::kActF16, true)) continue;
         EXPECT_GE(device::wgmma_stages(f, bn), 3) << info.name << " " << bn;
         EXPECT_LE(device::wgmma_smem_bytes(f, bn), 227 * 1024) << info.name << " " << bn;
-        EXPECT_LE(device::wgmma_out_bytes(bn), device::wgmma_stages(f, bn) * device::wgmma_stage_bytes(f, bn));
+        // The output staging fits the ring (IQ2_XS at 256 tokens, round_weights only: its 64 KiB codebook
+        // leaves 3 stages, and the ring is sized for the staging instead: wgmma_ring_bytes).
+        if (!(info.format == Format::iq2_xs && bn == 256))
+          EXPECT_LE(device::wgmma_out_bytes(bn), device::wgmma_stages(f, bn) * device::wgmma_stage_bytes(f, bn));
       }
+    }
+}
+
+// Caps::round_weights: the formats whose block scales are otherwise promoted take 256-token tiles
+// with the weights rounded (one instance, also MXFP8 with BF16 x), and round on 128-token tiles but
+// for fp8_block; 64-token tiles, the other formats and the decode path are unchanged; fp8
+// activations refuse it, and 16-bit activations refuse fast_accum.
+TEST(LinearCompile, RoundWeightsTakesWideTilesWhereItApplies) {
+  const std::set<std::pair<Format, DType>> rounding = {
+      {Format::fp8_block, DType::bf16}, {Format::fp8_block, DType::f16}, {Format::mxfp8, DType::bf16},
+      {Format::mxfp8, DType::f16},      {Format::q8_0, DType::bf16},     {Format::q8_0, DType::f16},
+      {Format::iq2_xxs, DType::bf16},   {Format::iq2_xxs, DType::f16},   {Format::iq2_xs, DType::bf16},
+      {Format::iq2_xs, DType::f16},     {Format::mxfp4, DType::f16}};
+  for (const auto& info : all_formats())
+    for (DType act : {DType::bf16, DType::f16, DType::f32})
+      EXPECT_EQ(linear::rounds_weights(info.format, act), rounding.count({info.format, act}) == 1)
+          << info.name << " " << dtype_name(act);
+  for (const auto& info : all_formats())
+    for (DType act : {DType::bf16, DType::f16}) {
+      if (!linear::prefill_supports(info.format, act)) continue;
+      linear::Caps c = make_caps(info.format, 8192, 8192, 4096, act);
+      c.layout = WeightLayout::tile16;
+      const linear::PlanPath exact = linear::plan_path(c, 4096, 132), exact_decode = linear::plan_path(c, 8, 132);
+      const linear::PlanPath exact64 = linear::plan_path(c, 40, 132), exact128 = linear::plan_path(c, 128, 132);
+      c.round_weights = true;
+      const linear::PlanPath p = linear::plan_path(c, 4096, 132), decode = linear::plan_path(c, 8, 132);
+      const linear::PlanPath p64 = linear::plan_path(c, 40, 132), p128 = linear::plan_path(c, 128, 132);
+      const std::string what = std::string(info.name) + " " + std::string(dtype_name(act)) + ": " + p.name;
+      EXPECT_EQ(decode.spec.name_expression, exact_decode.spec.name_expression) << what;  // decode stays exact
+      EXPECT_FALSE(decode.rounds_weights || exact.rounds_weights || exact128.rounds_weights) << what;
+      // 64-token tiles never round (slower there), so their path is the exact one.
+      EXPECT_EQ(p64.tokens_per_cta, 64) << what;
+      EXPECT_FALSE(p64.rounds_weights) << what;
+      EXPECT_EQ(p64.spec.name_expression, exact64.spec.name_expression) << what;
+      EXPECT_EQ(p128.tokens_per_cta, 128) << what;
+      const bool rounds128 = linear::rounds_weights(info.format, act) && info.format != Format::fp8_block;
+      EXPECT_EQ(p128.rounds_weights, rounds128) << p128.name;
+      if (!rounds128) EXPECT_EQ(p128.spec.name_expression, exact128.spec.name_expression) << p128.name;
+      if (!linear::rounds_weights(info.format, act)) {
+        EXPECT_EQ(p.spec.name_expression, exact.spec.name_expression) << what;
+        EXPECT_EQ(p.name, exact.name) << what;
+        continue;
+      }
+      // Exact: promoted at 128 tokens (MXFP8 with BF16 x: the promote instance of its pair).
+      EXPECT_EQ(exact.split_spec.name_expression.empty() ? exact.tokens_per_cta : exact.split_tokens_per_cta, 128) << what;
+      EXPECT_EQ(p.tokens_per_cta, 256) << what;
+      EXPECT_TRUE(p.rounds_weights) << what;
+      EXPECT_NE(p.name.find("weights rounded to " + std::string(dtype_name(act))), std::string::npos) << what;
+      EXPECT_NE(p.spec.describe().find("round_weights=1"), std::string::npos) << p.spec.describe();
+      EXPECT_TRUE(p.split_spec.name_expression.empty()) << what;  // MXFP8: no fold / promote pair
+    }
+  linear::Caps fp8 = make_caps(Format::fp8_tensor, 4096, 4096, 64);
+  fp8.act = ActMode::fp8_tensor;
+  fp8.round_weights = true;
+  expect_bad_argument([&] { linear::plan(fp8); }, "round_weights");
+  linear::Caps a16 = make_caps(Format::fp8_tensor, 4096, 4096, 64);
+  a16.fast_accum = true;
+  expect_bad_argument([&] { linear::plan(a16); }, "fast_accum");
+}
+
+// round_decoded_weight (the reference's Caps::round_weights): RNE of each element to x's type for
+// the formats rounds_weights names, nothing for the others.
+TEST(LinearCompile, ReferenceRoundsTheDecodedWeightOnlyWhereTheKernelsDo) {
+  std::mt19937_64 rng(7);
+  for (Format f : {Format::q8_0, Format::fp8_block, Format::fp8_channel, Format::nvfp4})
+    for (DType act : {DType::bf16, DType::f16, DType::f32}) {
+      const PackedWeight p = test::random_weight(f, 32, 256, rng, test::kLinearDraw);
+      HostTensor w(DType::f32, {32, 256}), r(DType::f32, {32, 256});
+      dequantize_weight(p.view(), w.view(), false);
+      dequantize_weight(p.view(), r.view(), false);
+      round_decoded_weight(f, act, r.view());
+      int64_t changed = 0;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const float v = w.ptr<float>()[i], want = !linear::rounds_weights(f, act) ? v
+                                                   : act == DType::bf16 ? bf16_to_f32(f32_to_bf16(v))
+                                                                        : f16_to_f32(f32_to_f16(v));
+        EXPECT_EQ(std::memcmp(&r.ptr<float>()[i], &want, 4), 0) << format_info(f).name << " " << i;
+        changed += r.ptr<float>()[i] != v;
+      }
+      // Where it rounds, random Q8_0 / fp8_block products need more bits than the 16-bit types hold.
+      if (linear::rounds_weights(f, act)) EXPECT_GT(changed, w.numel() / 4) << format_info(f).name;
+      else EXPECT_EQ(changed, 0) << format_info(f).name;
     }
 }
 

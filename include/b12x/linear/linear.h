@@ -119,7 +119,23 @@ struct Caps {
   // docs/LINEAR_FP8.md measures both). Faster at large M (tiles of 256 tokens), less accurate; the
   // same trade as cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM. Default: promoted.
   bool fast_accum = false;
+  // 16-bit activations (a16, and the 16-bit path behind mxfp8 / nvfp4 x), prefill path (M > 16) only:
+  // allows each weight element to be decoded, multiplied by its block scale in FP32 and rounded once to
+  // x's type (RNE) before the GEMM: the weight a checkpoint dequantized to BF16 / F16 would hold (with
+  // F16 x, products beyond its range become +-Inf), the operand of cuBLAS on such a weight. It
+  // concerns the formats whose block scales do not fold exactly into 16 bits (Q8_0, IQ2_XXS, IQ2_XS,
+  // fp8_block, MXFP8, MXFP4 with F16 x: rounds_weights()), which then need no FP32 promotion per scale
+  // group and take tiles of 256 tokens like the others (1.5-1.9x faster at 1024-4096 tokens on an
+  // H100, docs/LINEAR.md). The plan rounds only on the tiles where that measured faster (256 tokens;
+  // 128 for the formats promoted per 32 K or less, not fp8_block); PlanPath::rounds_weights says which
+  // paths do. The other formats' elements are exact in 16 bits, and the decode path (M <= 16) stays
+  // exact. Default: exact (promoted) everywhere.
+  bool round_weights = false;
 };
+
+// Whether Caps::round_weights changes the prefill path's numerics for this weight format and x
+// dtype (bf16 / f16): the formats whose block scales the 16-bit kernels otherwise promote.
+bool rounds_weights(Format format, DType act_dtype);
 
 // Whether the quantized-activation GEMM (wgmma_fp8) serves this activation mode.
 bool fp8_gemm_supports(ActMode act);
@@ -175,6 +191,9 @@ struct PlanPath {
   int ksplit = 1;                  // decode: warps per tile; fp8, prefill: the most K splits of any M
   int tokens_per_cta = 0;          // prefill (grid.x = ceil(M / tokens_per_cta) at run time) and fp8
   int cluster = 1;                 // prefill: CTAs per thread-block cluster along grid.y (2: x multicast)
+  // prefill: this path rounds the weight to x's type (Caps::round_weights, on the tiles where that
+  // is faster than promoting; reference_linear with round_weights is then its spec).
+  bool rounds_weights = false;
 };
 
 struct Plan {

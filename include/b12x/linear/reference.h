@@ -33,7 +33,17 @@ struct LinearRefArgs {
   float input_scale = 1.f;  // fp8_tensor: static activation scale; nvfp4: activation s2 (ModelOpt input_scale)
   TensorView bias;          // optional [N] bf16/f16/f32
   TensorView y;             // [M, N] bf16/f16/f32/f64, written (rounded to nearest even)
+  // linear::Caps::round_weights: the decoded weight rounded as round_decoded_weight does, to x's
+  // dtype (a16) or BF16 (mxfp8 / nvfp4 x, which the op decodes to BF16).
+  bool round_weights = false;
 };
+
+// The weight linear::Caps::round_weights multiplies: w (f32 [N, K], dequantize_weight of a `format`
+// weight without its tensor scale) with every element rounded once to act_dtype (bf16 / f16, round
+// to nearest even) where linear::rounds_weights(format, act_dtype); otherwise left as it is (the
+// other formats' elements are 16-bit values already, or carry a per-channel scale the kernels apply
+// after the sum: fp8_channel).
+void round_decoded_weight(Format format, DType act_dtype, const TensorView& w);
 
 // Quantizes x exactly as the act mode prescribes (the same CPU quantizers the GPU kernels must
 // match), decodes both operands exactly and accumulates in float64, then applies tensor scales and

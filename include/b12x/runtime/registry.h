@@ -24,6 +24,7 @@ struct PrewarmItem {
   std::string layout = "checkpoint";  // linear: the weight's layout (checkpoint or tile16)
   std::string act = "a16";            // linear: the activation mode (a16, fp8_tensor, fp8_token, fp8_block)
   bool fast_accum = false;            // linear, fp8_tensor / fp8_token: linear::Caps::fast_accum
+  bool round_weights = false;         // linear, 16-bit x, prefill: linear::Caps::round_weights
 };
 
 struct PrewarmReport {

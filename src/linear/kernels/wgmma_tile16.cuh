@@ -103,8 +103,12 @@ constexpr bool wgmma_split_scales(int format, int act) { return format == kFmtMx
 constexpr bool wgmma_supports(int format, int act) { return mma_supports(format, act) || tile16_iq2(format); }
 
 // Tokens per CTA the kernel may take: promotion keeps two 32-register partial sets next to the kBN / 2
-// accumulators, which fits the consumers' 232 registers up to 128 tokens.
-constexpr int wgmma_max_tokens_per_cta(int format, int act) { return wgmma_promoted(format, act) ? 128 : 256; }
+// accumulators, which fits the consumers' 232 registers up to 128 tokens. round (linear::Caps::
+// round_weights): the promoted formats' decoded elements are multiplied by their scales and rounded
+// to x's type in the decode instead (no promotion), so they take 256 like the others.
+constexpr int wgmma_max_tokens_per_cta(int format, int act, bool round = false) {
+  return wgmma_promoted(format, act) && !round ? 128 : 256;
+}
 // The same for an instance of a split pair: the fold instance promotes nothing and takes 256 tokens
 // (its own grid), the promote instance 128.
 constexpr int wgmma_split_max_tokens(int split) { return split == kSplitFold ? 256 : 128; }
@@ -208,6 +212,19 @@ constexpr int wgmma_smem_bytes(int format, int bn) {
 namespace b12x {
 namespace device {
 
+// round_weights: the pair p of exact kT values times the FP32 scale s, each product rounded to FP32
+// (exact for Q8_0 and the MX formats; for IQ2's db and fp8_block's FP32 scale the rounding
+// dequantize_weight does too) and then once to kT (RNE, subnormals kept; cvt without the NaN
+// re-encoding: a NaN weight makes its outputs NaN whatever its payload). 5 instructions per BF16 pair.
+template <int kT>
+B12X_DEV unsigned wgmma_round_scaled_pair(unsigned p, float s) {
+  const float lo = mul_rn(half16_to_f32<kT>(p & 0xFFFFu), s), hi = mul_rn(half16_to_f32<kT>(p >> 16), s);
+  unsigned d;
+  if constexpr (kT == kPackBf16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
 // p[c] of lane (g, c) -> q[c] = p_c[t] of lane (g, t): the 4 x 4 transpose of a quad's pairs.
 B12X_DEV void wgmma_quad_transpose(unsigned (&p)[4], int t) {
   const bool t0 = t & 1, t1 = t & 2;
@@ -270,7 +287,9 @@ B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned l
 
 // kFormat (wgmma_supports with kAct), kBN tokens per CTA (64, 128, 256), kAct, kOut, kSplit (WgmmaSplit:
 // kSplitNone, or for wgmma_split_scales formats one of the pair launched over the same grid),
-// kCluster (1, or 2: clusters of two CTAs along grid.y; see wgmma_cluster_ok).
+// kCluster (1, or 2: clusters of two CTAs along grid.y; see wgmma_cluster_ok), kRoundW (1:
+// linear::Caps::round_weights for a wgmma_promoted format: every decoded element times its block
+// scale, rounded to kAct's type, in the decode; no promotion, up to 256 tokens, no split instances).
 // x_map: the TMA map of x [m, k] (16-bit, box {64, kBN / kCluster}, 128-byte swizzle, zeros outside);
 // w_map / s_map: the tile16 data / scale as [n / 16 tiles][k / 32 runs][chunk] (32-bit elements, box
 // {chunk / 4, 2, 8}, no swizzle, zeros outside; s_map unused where tile16_scale_chunk_bytes is 0);
@@ -286,7 +305,8 @@ B12X_DEV void wgmma_rs(float (&acc)[kBN / 2], const unsigned (&a)[4], unsigned l
 // kDense (BF16 / F16 weights of x's type in their checkpoint layout, [n, k] rows): w_map is the
 // weight as a 2-D map (box {64 K, 128 rows}, 128-byte swizzle, zeros outside) and the wgmma take
 // both operands from shared memory: no decode.
-template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone, int kCluster = 1, int kDense = 0>
+template <int kFormat, int kBN, int kAct, int kOut, int kSplit = device::kSplitNone, int kCluster = 1, int kDense = 0,
+          int kRoundW = 0>
 __global__ void __launch_bounds__(device::kWgThreads, 1)
     linear_wgmma_tile16_kernel(const __grid_constant__ device::TmaMap x_map, const __grid_constant__ device::TmaMap w_map,
                                const __grid_constant__ device::TmaMap s_map,
@@ -297,8 +317,11 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   using namespace device;
   static_assert(wgmma_supports(kFormat, kAct), "format not served by the prefill kernel");
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "tokens per CTA: 64, 128 or 256");
-  static_assert(kBN <= (kSplit == kSplitNone ? wgmma_max_tokens_per_cta(kFormat, kAct) : wgmma_split_max_tokens(kSplit)),
+  static_assert(kBN <= (kSplit == kSplitNone ? wgmma_max_tokens_per_cta(kFormat, kAct, kRoundW != 0)
+                                             : wgmma_split_max_tokens(kSplit)),
                 "promoted formats: at most 128 tokens per CTA");
+  static_assert(!kRoundW || (wgmma_promoted(kFormat, kAct) && kSplit == kSplitNone && !kDense),
+                "round_weights: formats whose scales are otherwise promoted, one instance");
   static_assert(kSplit == kSplitNone || wgmma_split_scales(kFormat, kAct), "split instances: MXFP8 with BF16 x");
   static_assert(!kDense || (kFormat == kFmtBf16 && kAct == kActBf16) || (kFormat == kFmtF16 && kAct == kActF16),
                 "dense weights: BF16 / F16 of x's type");
@@ -315,8 +338,11 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   constexpr bool kTrackNan = mma_track_e4m3_nan(kFormat, kT);
   // kSplitFold: MXFP8's scales folded into the pairs, no promotion.
   constexpr bool kFold = kSplit == kSplitFold;
-  constexpr bool kRunScaled = wgmma_run_scaled(kFormat, kAct) && !kFold, kStageScaled = wgmma_stage_scaled(kFormat);
-  constexpr bool kHalfScaled = wgmma_half_run_scaled(kFormat);
+  // kRound: the scales multiply the decoded elements (rounded to kT) instead of partial sums.
+  constexpr bool kRound = kRoundW != 0;
+  constexpr bool kRunScaled = wgmma_run_scaled(kFormat, kAct) && !kFold && !kRound;
+  constexpr bool kStageScaled = wgmma_stage_scaled(kFormat) && !kRound;
+  constexpr bool kHalfScaled = wgmma_half_run_scaled(kFormat) && !kRound;
   // Promotion groups per stage: the stage (fp8_block), its two runs, or its four k16 steps (IQ2_XS).
   constexpr int kGroups = kStageScaled ? 1 : kHalfScaled ? 4 : 2;
   constexpr bool kIq2 = tile16_iq2(kFormat);
@@ -372,7 +398,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
           const int b = ks >> 2, j = ks & 3;
           tma_load_3d(smem_u32(st + kWOff), &w_map, 8 + 64 * j, b, static_cast<int>(tile0), full(s));
           tma_load_3d(smem_u32(st + kSOff), &s_map, 0, b, static_cast<int>(tile0), full(s));
-          if constexpr (kHalfScaled)
+          if constexpr (wgmma_half_run_scaled(kFormat))
             tma_load_3d(smem_u32(st + kSOff + 256), &s_map, 264 + 8 * j, b, static_cast<int>(tile0), full(s));
         } else {
           tma_load_3d(smem_u32(st + kWOff), &w_map, 0, 2 * ks, static_cast<int>(tile0), full(s));
@@ -409,6 +435,11 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
   // see iq2_xs_scale).
   auto load_stage = [&](int kb, unsigned (&a)[2][2][4], float (&rs)[4][2]) {
     const int s = kb % kS;
+    // kRound, fp8_block: the stage's 128 x 128 block scale (block row blockIdx.y, column (kb0 + kb) / 2),
+    // loaded before the wait so that the wait covers its latency.
+    float round_bs = 0.0f;
+    if constexpr (kRound && wgmma_stage_scaled(kFormat))
+      round_bs = ld_f32(scale + 4 * (static_cast<long long>(blockIdx.y) * ((k + 127) >> 7) + ((kb0 + kb) >> 1)));
     mbar_wait(full(s), (kb / kS) & 1);
     if constexpr (kDense) return;  // the wgmma read the weight from shared memory
     const unsigned char* st = ring + s * kStage;
@@ -427,7 +458,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
         // Row g's 8 qs bytes of the run, then row g + 8's; lane t decodes unit t (elements 8t .. 8t+7),
         // the tile16 order of every other format: the quad transpose below applies as well.
         const U32x4 q = lds_u32x4(smem_u32(st + kWOff + 256 * T + 128 * u + 16 * g));
-        if constexpr (kHalfScaled) {  // unit t (bytes 2t, 2t+1): 9-bit grid index | 7-bit sign index << 9
+        if constexpr (wgmma_half_run_scaled(kFormat)) {  // unit t (bytes 2t, 2t+1): 9-bit grid index | 7-bit sign index << 9
           const unsigned sel = (2 * t) | (2 * t + 1) << 4;
           const unsigned ul = byte_perm(q.x, q.y, sel), uh = byte_perm(q.z, q.w, sel);
           iq2_unit(grid, ul & 511u, (ul >> 9) & 0x7Fu, pl);
@@ -488,7 +519,7 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
           }
         } else if constexpr (kFormat == kFmtMxfp4 || kFormat == kFmtMxfp8) {  // UE8M0 byte pair (row g, row g + 8)
           const unsigned pr = *reinterpret_cast<const unsigned short*>(sc + u * kSC + 2 * g);
-          if constexpr (kRunScaled) rs[u][0] = ue8m0_to_f32(pr & 0xFFu), rs[u][1] = ue8m0_to_f32(pr >> 8);
+          if constexpr (kRunScaled || kRound) rs[u][0] = ue8m0_to_f32(pr & 0xFFu), rs[u][1] = ue8m0_to_f32(pr >> 8);
           else sb_lo = ue8m0_bf16_pair(pr & 0xFFu), sb_hi = ue8m0_bf16_pair(pr >> 8);
         } else if constexpr (kFormat == kFmtQ8_0) {  // d word g after the slots: d(row g) | d(row g + 8) << 16
           const unsigned d = *reinterpret_cast<const unsigned*>(w + u * kC + 512 + 4 * g);
@@ -506,10 +537,24 @@ __global__ void __launch_bounds__(device::kWgThreads, 1)
           mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(lo, sb_lo, pl);
           mma_pack_row<kFormat, kT, tile16_fp8_split(kFormat)>(hi, sb_hi, ph);
         }
-        if constexpr ((kFormat == kFmtMxfp4 || kFormat == kFmtMxfp8) && !kRunScaled) {  // the block scale, folded exactly
+        if constexpr ((kFormat == kFmtMxfp4 || kFormat == kFmtMxfp8) && !kRunScaled && !kRound) {  // the block scale, folded exactly
           B12X_UNROLL
           for (int i = 0; i < 4; ++i) pl[i] = mul2<kT>(pl[i], sb_lo), ph[i] = mul2<kT>(ph[i], sb_hi);
         }
+      }
+      if constexpr (kRound) {  // every pair of the lane (rows g, g + 8) times its row's scale, rounded to kT
+        float s_lo, s_hi;
+        if constexpr (wgmma_stage_scaled(kFormat)) {
+          s_lo = s_hi = round_bs;
+        } else if constexpr (wgmma_half_run_scaled(kFormat)) {  // IQ2_XS: unit t lies in k16 step t / 2 of the run
+          const unsigned bytes = f32_bits(rs[1][u]), sh = 4 * (t >> 1);
+          s_lo = iq2_db(rs[0][0], iq2_magic((bytes >> sh) & 0xFu));
+          s_hi = iq2_db(rs[0][1], iq2_magic((bytes >> (8 + sh)) & 0xFu));
+        } else {
+          s_lo = rs[u][0], s_hi = rs[u][1];
+        }
+        B12X_UNROLL
+        for (int i = 0; i < 4; ++i) pl[i] = wgmma_round_scaled_pair<kT>(pl[i], s_lo), ph[i] = wgmma_round_scaled_pair<kT>(ph[i], s_hi);
       }
       if constexpr (!kGather) wgmma_quad_transpose(pl, t), wgmma_quad_transpose(ph, t);
       B12X_UNROLL
