@@ -23,13 +23,14 @@ def _check_x(x, format, weight):
 
 @torch.library.register_fake("b12x::linear")
 def _linear(x, weight, weight_scale, tensor_scale, format, layout, bias=None, out_dtype=None,
-            act_mode="a16", input_scale=1.0):
+            act_mode="a16", input_scale=1.0, round_weights=False, fast_accum=False):
     n, _ = _check_x(x, format, weight)
     return x.new_empty((*x.shape[:-1], n), dtype=_out_dtype(x, out_dtype))
 
 
 @torch.library.register_fake("b12x::linear_out")
-def _linear_out(x, weight, weight_scale, tensor_scale, format, layout, bias, act_mode, input_scale, out):
+def _linear_out(x, weight, weight_scale, tensor_scale, format, layout, bias, act_mode, input_scale, out,
+                round_weights=False, fast_accum=False):
     _check_x(x, format, weight)
     return None
 

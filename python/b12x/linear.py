@@ -101,30 +101,40 @@ class LinearPlan:
 
 
 def plan(w: PackedWeight, *, max_tokens: int = 16, act_dtype: torch.dtype = torch.bfloat16,
-         out_dtype: Optional[torch.dtype] = None, bias_dtype: Optional[torch.dtype] = None) -> LinearPlan:
+         out_dtype: Optional[torch.dtype] = None, bias_dtype: Optional[torch.dtype] = None,
+         round_weights: bool = False) -> LinearPlan:
     """Makes (compiling what is missing) the CUDA plans mm() uses for up to max_tokens rows with these
-    dtypes. Call it, or run the layer once, before CUDA graph capture: a plan cannot be made during
-    capture (KernelResolutionFrozenError)."""
+    dtypes (and mm()'s round_weights). Call it, or run the layer once, before CUDA graph capture: a plan
+    cannot be made during capture (KernelResolutionFrozenError)."""
     if w.device.type != "cuda":
         raise BadArgument(f"argument 'w': plans are for CUDA weights, this one is on {w.device}")
     paths = torch.ops.b12x.linear_plan(w.format, w.n, w.k, w.layout, act_dtype,
                                        act_dtype if out_dtype is None else out_dtype, bias_dtype,
-                                       max_tokens, w.device)
+                                       max_tokens, w.device, round_weights)
     return LinearPlan(w.format, w.layout, w.device, list(paths))
 
 
 def mm(x: torch.Tensor, w: PackedWeight, bias: Optional[torch.Tensor] = None, *,
-       out_dtype: Optional[torch.dtype] = None, act_mode: str = "a16", input_scale: float = 1.0) -> torch.Tensor:
-    """y[*, N] = x[*, K] . W^T (+ bias), FP32 accumulation, output in out_dtype (default x.dtype)."""
+       out_dtype: Optional[torch.dtype] = None, act_mode: str = "a16", input_scale: float = 1.0,
+       round_weights: bool = False, fast_accum: bool = False) -> torch.Tensor:
+    """y[*, N] = x[*, K] . W^T (+ bias), FP32 accumulation, output in out_dtype (default x.dtype).
+
+    round_weights (16-bit / mxfp8 / nvfp4 x, CUDA prefill: M > 16): the formats whose block scales do
+    not fold into 16 bits (q8_0, iq2_xxs, iq2_xs, fp8_block, mxfp8; mxfp4 with float16 x) may round
+    each weight once to x's type, as a checkpoint dequantized to it would hold it, instead of
+    promoting FP32 partial sums: 1.5-1.9x faster at large M (docs/LINEAR.md). fast_accum
+    (fp8_tensor / fp8_token): one FP8 tensor-core accumulator over K (docs/LINEAR_FP8.md). The CPU
+    kernel is the exact reference either way."""
     return torch.ops.b12x.linear(x, w.weight, w.weight_scale, w.tensor_scale, w.format, w.layout, bias,
-                                 out_dtype, act_mode, input_scale)
+                                 out_dtype, act_mode, input_scale, round_weights, fast_accum)
 
 
 def mm_out(x: torch.Tensor, w: PackedWeight, out: torch.Tensor, bias: Optional[torch.Tensor] = None, *,
-           act_mode: str = "a16", input_scale: float = 1.0) -> torch.Tensor:
+           act_mode: str = "a16", input_scale: float = 1.0, round_weights: bool = False,
+           fast_accum: bool = False) -> torch.Tensor:
     """mm() into a caller-owned out [*, N] (contiguous, of the output dtype); returns out."""
     torch.ops.b12x.linear_out(x, w.weight, w.weight_scale, w.tensor_scale, w.format, w.layout, bias, act_mode,
-                              input_scale, out)
+                              input_scale, out, round_weights, fast_accum)
     return out
 
 
@@ -133,8 +143,9 @@ class Linear(torch.nn.Module):
     layout and tensor scale are attributes. Works under torch.compile(fullgraph=True) and CUDA graphs."""
 
     def __init__(self, w: PackedWeight, bias: Optional[torch.Tensor] = None,
-                 out_dtype: Optional[torch.dtype] = None):
+                 out_dtype: Optional[torch.dtype] = None, round_weights: bool = False):
         super().__init__()
+        self.round_weights = round_weights  # mm()'s option
         self.format, self.layout, self.tensor_scale = w.format, w.layout, w.tensor_scale
         self.in_features, self.out_features = w.k, w.n
         self.out_dtype = out_dtype
@@ -149,8 +160,9 @@ class Linear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.b12x.linear(x, self.weight, self.weight_scale, self.tensor_scale, self.format,
-                                     self.layout, self.bias, self.out_dtype)
+                                     self.layout, self.bias, self.out_dtype, "a16", 1.0, self.round_weights)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, format={self.format}, "
-                f"layout={self.layout}, bias={self.bias is not None}")
+                f"layout={self.layout}, bias={self.bias is not None}"
+                + (", round_weights=True" if self.round_weights else ""))

@@ -34,7 +34,8 @@ std::string caps_key(const linear::Caps& c, int device) {
   return detail::concat("linear{format=", format_info(c.format).name, ", n=", c.n, ", k=", c.k,
                         ", max_tokens=", c.max_tokens, ", act_mode=", act_mode_name(c.act), ", act=", dtype_name(c.act_dtype),
                         ", out=", dtype_name(c.out_dtype), ", bias=", c.has_bias ? dtype_name(c.bias_dtype) : "none",
-                        ", layout=", layout_name(c.layout), "} on cuda:", device);
+                        ", layout=", layout_name(c.layout), c.round_weights ? ", round_weights" : "",
+                        c.fast_accum ? ", fast_accum" : "", "} on cuda:", device);
 }
 
 const linear::Plan& plan_for(const linear::Caps& caps, int device, cudaStream_t stream) {
@@ -45,8 +46,16 @@ const linear::Plan& plan_for(const linear::Caps& caps, int device, cudaStream_t 
   });
 }
 
-linear::Caps caps_for(const WeightView& w, DType act, DType out, const TensorView& bias, int64_t max_tokens) {
+// The options of a call (linear::Caps' round_weights, fast_accum).
+struct Options {
+  bool round_weights = false, fast_accum = false;
+};
+
+linear::Caps caps_for(const WeightView& w, DType act, DType out, const TensorView& bias, int64_t max_tokens,
+                      const Options& o) {
   linear::Caps caps;
+  caps.round_weights = o.round_weights;
+  caps.fast_accum = o.fast_accum;
   caps.format = w.format;
   caps.n = w.n;
   caps.k = w.k;
@@ -102,7 +111,7 @@ void linear_cpu(const at::Tensor& x, const WeightView& w, const std::optional<at
 // caching-allocator tensor, so graph capture takes it from the graph's pool), input_scale as a
 // device scalar filled per call (a captured graph keeps the value it was captured with).
 void linear_cuda_quantized(const at::Tensor& x, const WeightView& w, const std::optional<at::Tensor>& bias,
-                           ActMode act, double input_scale, at::Tensor& out) {
+                           ActMode act, double input_scale, const Options& o, at::Tensor& out) {
   B12X_CHECK_ARG(x.scalar_type() == c10::ScalarType::BFloat16 || x.scalar_type() == c10::ScalarType::Half ||
                      x.scalar_type() == c10::ScalarType::Float,
                  "x", "must be bfloat16, float16 or float32 for ", act_mode_name(act), " activations, got ",
@@ -117,7 +126,8 @@ void linear_cuda_quantized(const at::Tensor& x, const WeightView& w, const std::
   const bool pieces = !linear::fp8_gemm_supports(act) && !prefill_serves(w, DType::bf16);
   linear::Caps caps = caps_for(w, to_dtype(x2.scalar_type(), "x"), to_dtype(out.scalar_type(), "out"), bias_view,
                                pieces ? linear::kMaxDecodeTokens
-                                      : std::max<int64_t>(linear::kMaxDecodeTokens, linear_prefill_capacity(m)));
+                                      : std::max<int64_t>(linear::kMaxDecodeTokens, linear_prefill_capacity(m)),
+                               o);
   caps.act = act;
   const linear::Plan& plan = plan_for(caps, x.get_device(), stream);
   const size_t buffer_bytes = plan.scratch_bytes() + ScratchLayout::kAlignment;
@@ -142,8 +152,8 @@ void linear_cuda_quantized(const at::Tensor& x, const WeightView& w, const std::
 }
 
 void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<at::Tensor>& bias, ActMode act,
-                 double input_scale, at::Tensor& out) {
-  if (act != ActMode::a16) return linear_cuda_quantized(x, w, bias, act, input_scale, out);
+                 double input_scale, const Options& o, at::Tensor& out) {
+  if (act != ActMode::a16) return linear_cuda_quantized(x, w, bias, act, input_scale, o, out);
   B12X_CHECK_ARG(x.scalar_type() == c10::ScalarType::BFloat16 || x.scalar_type() == c10::ScalarType::Half, "x",
                  "must be bfloat16 or float16 on CUDA, got ", c10::toString(x.scalar_type()));
   const at::Tensor x2 = rows_of(x, w.k);
@@ -159,7 +169,7 @@ void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<a
   const TensorView yv = view_of(out, "out");
   if (m > linear::kMaxDecodeTokens && prefill_serves(w, act_dtype)) {
     const linear::Plan& plan =
-        plan_for(caps_for(w, act_dtype, out_dtype, bias_view, linear_prefill_capacity(m)), device, stream);
+        plan_for(caps_for(w, act_dtype, out_dtype, bias_view, linear_prefill_capacity(m), o), device, stream);
     TensorView xm(xv.data, act_dtype, {m, w.k}, xv.device);
     TensorView ym(yv.data, out_dtype, {m, w.n}, yv.device);
     // Split-K paths (few CTAs: small M x N) keep partial tiles in the plan's scratch, taken from
@@ -176,7 +186,8 @@ void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<a
   const size_t y_row = static_cast<size_t>(w.n) * dtype_size(out_dtype);
   for (int64_t r0 = 0; r0 < m; r0 += linear::kMaxDecodeTokens) {
     const int64_t rows = std::min<int64_t>(linear::kMaxDecodeTokens, m - r0);
-    const linear::Plan& plan = plan_for(caps_for(w, act_dtype, out_dtype, bias_view, linear::token_bucket(rows)), device, stream);
+    const linear::Plan& plan =
+        plan_for(caps_for(w, act_dtype, out_dtype, bias_view, linear::token_bucket(rows), o), device, stream);
     TensorView xc(static_cast<char*>(xv.data) + r0 * x_row, act_dtype, {rows, w.k}, xv.device);
     TensorView yc(static_cast<char*>(yv.data) + r0 * y_row, out_dtype, {rows, w.n}, yv.device);
     const linear::Binding b = linear::bind(plan, Scratch{nullptr, 0, xv.device}, xc, w, bias_view, yc);
@@ -187,10 +198,15 @@ void linear_cuda(const at::Tensor& x, const WeightView& w, const std::optional<a
 void linear_into(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& weight_scale,
                  double tensor_scale, const std::string& format, const std::string& layout,
                  const std::optional<at::Tensor>& bias, const std::string& act_mode, double input_scale,
-                 at::Tensor& out) {
+                 const Options& o, at::Tensor& out) {
   const WeightView w = weight_of(weight, weight_scale, tensor_scale, format, layout);
   const ActMode act = parse_act_mode(act_mode, "act_mode");
   check_act_supported(w.format, act);
+  // The options' rules (linear::validate_caps says the same on CUDA; checked here for CPU calls too).
+  B12X_CHECK_ARG(!o.fast_accum || act == ActMode::fp8_tensor || act == ActMode::fp8_token, "fast_accum",
+                 "is for fp8_tensor / fp8_token activations, got act_mode '", act_mode, "'");
+  B12X_CHECK_ARG(!o.round_weights || act == ActMode::a16 || act == ActMode::mxfp8 || act == ActMode::nvfp4,
+                 "round_weights", "is for 16-bit activations (act_mode a16, mxfp8, nvfp4), got act_mode '", act_mode, "'");
   B12X_CHECK_ARG(x.dim() >= 1 && x.size(-1) == w.k, "x", "must be [*, K] with K = ", w.k, " (the weight's in_features), got ",
                  shape_string(x.sizes().vec()));
   B12X_CHECK_ARG(weight.device() == x.device(), "weight", "must be on x's device (", x.device().str(), "), got ",
@@ -199,31 +215,32 @@ void linear_into(const at::Tensor& x, const at::Tensor& weight, const std::optio
     B12X_CHECK_ARG(bias->device() == x.device(), "bias", "must be on x's device (", x.device().str(), "), got ",
                    bias->device().str());
   check_out(x, w, out);
-  if (x.is_cuda()) linear_cuda(x, w, bias, act, input_scale, out);
+  if (x.is_cuda()) linear_cuda(x, w, bias, act, input_scale, o, out);
   else linear_cpu(x, w, bias, act, input_scale, out);
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& weight_scale,
                   double tensor_scale, std::string_view format, std::string_view layout,
                   const std::optional<at::Tensor>& bias, std::optional<c10::ScalarType> out_dtype,
-                  std::string_view act_mode, double input_scale) {
+                  std::string_view act_mode, double input_scale, bool round_weights, bool fast_accum) {
   return guarded([&] {
     B12X_CHECK_ARG(weight.dim() >= 1, "weight", "must have at least one dimension");
     std::vector<int64_t> shape(x.sizes().begin(), x.sizes().empty() ? x.sizes().end() : x.sizes().end() - 1);
     shape.push_back(weight.size(0));
     at::Tensor out = at::empty(shape, x.options().dtype(out_dtype.value_or(x.scalar_type())));
     linear_into(x, weight, weight_scale, tensor_scale, std::string(format), std::string(layout), bias,
-                std::string(act_mode), input_scale, out);
+                std::string(act_mode), input_scale, {round_weights, fast_accum}, out);
     return out;
   });
 }
 
 void linear_out(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& weight_scale,
                 double tensor_scale, std::string_view format, std::string_view layout,
-                const std::optional<at::Tensor>& bias, std::string_view act_mode, double input_scale, at::Tensor& out) {
+                const std::optional<at::Tensor>& bias, std::string_view act_mode, double input_scale, at::Tensor& out,
+                bool round_weights, bool fast_accum) {
   guarded([&] {
     linear_into(x, weight, weight_scale, tensor_scale, std::string(format), std::string(layout), bias,
-                std::string(act_mode), input_scale, out);
+                std::string(act_mode), input_scale, {round_weights, fast_accum}, out);
   });
 }
 
@@ -237,7 +254,8 @@ std::string preferred_layout(std::string_view format, c10::ScalarType act_dtype)
 // what serves each range of M, e.g. "M<=8: decode.mma_tile16{tokens=8, ksplit=2, ...}".
 std::vector<std::string> linear_plan(std::string_view format, int64_t n, int64_t k, std::string_view layout,
                                      c10::ScalarType act_dtype, c10::ScalarType out_dtype,
-                                     std::optional<c10::ScalarType> bias_dtype, int64_t max_tokens, c10::Device device) {
+                                     std::optional<c10::ScalarType> bias_dtype, int64_t max_tokens, c10::Device device,
+                                     bool round_weights) {
   return guarded([&] {
     B12X_CHECK_ARG(device.is_cuda(), "device", "plans are made for CUDA devices, got ", device.str());
     B12X_CHECK_ARG(max_tokens >= 1, "max_tokens", "must be positive, got ", max_tokens);
@@ -253,6 +271,7 @@ std::vector<std::string> linear_plan(std::string_view format, int64_t n, int64_t
     caps.has_bias = bias_dtype.has_value();
     if (bias_dtype) caps.bias_dtype = to_dtype(*bias_dtype, "bias_dtype");
     caps.layout = parse_layout(layout);
+    caps.round_weights = round_weights;
     std::vector<std::string> served;
     const bool prefill = max_tokens > linear::kMaxDecodeTokens &&
                          linear::prefill_supports(caps.format, caps.act_dtype, caps.layout);

@@ -13,11 +13,15 @@ TORCH_LIBRARY(b12x, m) {
   // y[*, N] = x[*, K] . W^T (+ bias). weight / weight_scale / tensor_scale are the packed weight
   // (b12x.linear.PackedWeight); act_mode 'a16' uses x as given, the others quantize it
   // (CUDA: fp8_tensor / fp8_token / fp8_block / mxfp8 / nvfp4; CPU: the reference of every mode).
+  // round_weights / fast_accum: linear::Caps' options of the CUDA kernels (the CPU reference is exact
+  // and checks only that the option fits the mode).
   m.def("linear(Tensor x, Tensor weight, Tensor? weight_scale, float tensor_scale, str format, str layout, "
-        "Tensor? bias=None, ScalarType? out_dtype=None, str act_mode='a16', float input_scale=1.0) -> Tensor",
+        "Tensor? bias=None, ScalarType? out_dtype=None, str act_mode='a16', float input_scale=1.0, "
+        "bool round_weights=False, bool fast_accum=False) -> Tensor",
         tags);
   m.def("linear_out(Tensor x, Tensor weight, Tensor? weight_scale, float tensor_scale, str format, str layout, "
-        "Tensor? bias, str act_mode, float input_scale, Tensor(a!) out) -> ()",
+        "Tensor? bias, str act_mode, float input_scale, Tensor(a!) out, bool round_weights=False, "
+        "bool fast_accum=False) -> ()",
         tags);
   // Checkpoint-layout weight -> `layout` (tile16: lossless same-size repack). Returns (weight,
   // weight_scale); weight_scale has no elements for formats without a scale tensor.
@@ -36,7 +40,7 @@ TORCH_LIBRARY(b12x, m) {
 
   m.def("preferred_layout(str format, ScalarType act_dtype) -> str");
   m.def("linear_plan(str format, int n, int k, str layout, ScalarType act_dtype, ScalarType out_dtype, "
-        "ScalarType? bias_dtype, int max_tokens, Device device) -> str[]");
+        "ScalarType? bias_dtype, int max_tokens, Device device, bool round_weights=False) -> str[]");
   m.def("prewarm(str op, str format, int n, int k, int[] tokens, str act_dtype='bf16', str out_dtype='bf16', "
         "str layout='checkpoint') -> int[]");
   m.def("freeze_kernel_resolution(str reason='frozen') -> ()");

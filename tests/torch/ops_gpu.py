@@ -2,6 +2,7 @@
 results against the CPU kernels (the reference) on fresh random data with poisoned outputs, the GPU
 repack byte-identical to the host one, torch.compile(fullgraph=True) with inductor, CUDA-graph
 capture and replay with changed inputs, and the capture / freeze errors."""
+import ml_dtypes as md
 import numpy as np
 import pytest
 import torch
@@ -80,6 +81,27 @@ def test_prefill_cuda_matches_the_cpu_kernel(rng, fmt, layout):
         out = poisoned((m, n), torch.float32, DEV)
         b12x.linear.mm_out(x.to(DEV), w, out)
         check_against_cpu(out, want, abs_sum, f"{fmt}/{layout}/prefill/M={m}")
+
+
+@pytest.mark.parametrize("fmt", ["q8_0", "iq2_xxs", "fp8_block"])
+def test_round_weights_multiplies_the_weight_rounded_to_bfloat16(rng, fmt):
+    # mm(round_weights=True) on CUDA prefill: the plan says where it rounds, and y is x . W rounded to
+    # BF16 (ml_dtypes' RNE of the exact weight; FP32 y), not x . W (they differ by ~1e-3 relative).
+    n, k, m = 128 * torch.cuda.get_device_properties(0).multi_processor_count, 512, 300
+    w_cpu, exact = oracle_weight(rng, fmt, n, k)
+    w = b12x.linear.pack_weight(w_cpu.weight.to(DEV), None if w_cpu.weight_scale is None else
+                                w_cpu.weight_scale.to(DEV), w_cpu.tensor_scale, format=fmt, layout="tile16")
+    served = b12x.linear.plan(w, max_tokens=m, out_dtype=torch.float32, round_weights=True).paths
+    assert any("weights rounded to bf16" in s for s in served), served
+    assert not any("weights rounded" in s for s in b12x.linear.plan(w, max_tokens=m).paths)
+    x = torch.from_numpy(rng.uniform(-4, 4, (m, k)).astype(np.float32)).to(torch.bfloat16)
+    rounded = exact.astype(np.float32).astype(md.bfloat16).astype(np.float64)
+    want = x.double().numpy() @ rounded.T
+    got = b12x.linear.mm(x.to(DEV), w, out_dtype=torch.float32, round_weights=True).cpu().double().numpy()
+    plain = b12x.linear.mm(x.to(DEV), w, out_dtype=torch.float32).cpu().double().numpy()
+    rel = lambda a: float(np.linalg.norm(a - want) / np.linalg.norm(want))
+    assert rel(got) <= 1e-5, (fmt, rel(got), SEED)
+    assert rel(plain) > 1e-4, (fmt, rel(plain), SEED)  # the exact path differs: the option reached the kernel
 
 
 def test_gpu_pack_is_byte_identical_to_the_host(rng):
@@ -175,6 +197,23 @@ def test_fp8_activation_modes_cuda_match_the_cpu_kernel(rng, act):
                 assert not torch.isnan(g).any(), (act, x_dtype, m, out_dtype, SEED)
                 rel = float((g - want).norm() / want.norm())
                 assert rel <= tol, (act, x_dtype, m, out_dtype, rel, SEED)
+
+
+@pytest.mark.parametrize("act", ["fp8_tensor", "fp8_token"])
+def test_fp8_fast_accum_reaches_the_kernel(rng, act):
+    """mm(fast_accum=True): the FP8 GEMM without FP32 promotion (its own kernels: 256-token tiles at
+    large M) against the CPU reference within its looser bound (docs/LINEAR_FP8.md), and not the
+    promoted result bit for bit (the option reached the kernel)."""
+    n, k, m = 1024, 4096, 512
+    w_cpu, w = fp8_weight(rng, act, n, k)
+    x = torch.from_numpy(rng.standard_normal((m, k)).astype(np.float32)).to(torch.bfloat16)
+    s = float(x.float().abs().max()) / 448.0
+    want = b12x.linear.mm(x, w_cpu, out_dtype=torch.float32, act_mode=act, input_scale=s)
+    fast = b12x.linear.mm(x.to(DEV), w, out_dtype=torch.float32, act_mode=act, input_scale=s, fast_accum=True).cpu()
+    promoted = b12x.linear.mm(x.to(DEV), w, out_dtype=torch.float32, act_mode=act, input_scale=s).cpu()
+    assert not torch.isnan(fast).any(), (act, SEED)
+    assert float((fast - want).norm() / want.norm()) <= 1e-2, (act, SEED)
+    assert not torch.equal(fast, promoted), (act, SEED)
 
 
 def test_fp8_tensor_cuda_graph_replays_with_new_inputs(rng):

@@ -73,6 +73,27 @@ def test_errors_are_b12x_classes_and_builtin_kinds():
     with pytest.raises(b12x.BadArgument, match="argument 'input_scale'"):
         w8 = b12x.linear.quantize_weight(torch.ones(16, 64), "fp8")
         b12x.linear.mm(x, w8, act_mode="fp8_tensor", input_scale=0.0)
+    # The kernels' options, where they do not apply (the same rules on CPU and CUDA).
+    with pytest.raises(b12x.BadArgument, match="argument 'fast_accum'"):
+        b12x.linear.mm(x, w, fast_accum=True)
+    with pytest.raises(b12x.BadArgument, match="argument 'round_weights'"):
+        b12x.linear.mm(x, b12x.linear.quantize_weight(torch.ones(16, 64), "fp8"), act_mode="fp8_tensor",
+                       round_weights=True)
+
+
+def test_kernel_options_leave_the_cpu_reference_exact(rng):
+    # round_weights / fast_accum choose CUDA kernels; the CPU op is the exact spec either way.
+    w, _ = oracle_weight(rng, "q8_0", 32, 256)
+    x = torch.from_numpy(rng.uniform(-4, 4, (40, 256)).astype(np.float32)).to(torch.bfloat16)
+    exact = b12x.linear.mm(x, w, out_dtype=torch.float32)
+    assert torch.equal(b12x.linear.mm(x, w, out_dtype=torch.float32, round_weights=True), exact)
+    out = poisoned((40, 32), torch.float32)
+    b12x.linear.mm_out(x, w, out, round_weights=True)
+    assert torch.equal(out, exact)
+    w8 = b12x.linear.quantize_weight(torch.from_numpy(rng.uniform(-1, 1, (32, 256)).astype(np.float32)), "fp8")
+    q = b12x.linear.mm(x, w8, out_dtype=torch.float32, act_mode="fp8_tensor", input_scale=0.05)
+    assert torch.equal(b12x.linear.mm(x, w8, out_dtype=torch.float32, act_mode="fp8_tensor", input_scale=0.05,
+                                      fast_accum=True), q)
 
 
 # ---- CPU results against the numpy oracle --------------------------------------------------------
