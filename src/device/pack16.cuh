@@ -228,6 +228,38 @@ B12X_DEV unsigned i8x2_pack(unsigned w, int h) {
   }
 }
 
+// Two FP32 values rounded once to kT (RNE, subnormals kept, overflow to Inf) as a pair, lo in bits
+// 0..15: one cvt on the device, without pack_bf16x2's NaN re-encoding (a NaN stays a NaN of some
+// payload, which is all an MMA operand needs).
+template <int kT>
+B12X_DEV unsigned pack_rn_pair(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  unsigned d;
+  if constexpr (kT == kPackBf16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+#else
+  return kT == kPackBf16 ? f32_to_bf16_rne(lo) | f32_to_bf16_rne(hi) << 16 : f32_to_f16_rne(lo) | f32_to_f16_rne(hi) << 16;
+#endif
+}
+
+// linear::Caps::round_weights for Q8_0: bytes 2h, 2h + 1 of a word of int8 codes q, as the pair
+// RNE(q * d) in kT, with one FFMA per element and no int8 -> 16-bit step. biased = the word ^
+// 0x80808080 (q + 128 per byte); a byte placed at bits 8..15 under 0x4B is the FP32 2^23 + 256 (q +
+// 128), and (2^23 + 256 (q + 128)) * (d / 256) + (-(2^15 + 2^7) d) = q d exactly inside the FMA, whose
+// addend has at most 20 significant bits (exact) and whose result q d at most 19 (exact in FP32):
+// the only rounding is the cvt's, as dequantize_weight's FP32 d * q then RNE. dl = d / 256 and cl =
+// -(2^15 + 2^7) d, both exact for every finite FP16 d. (An infinite d gives NaN for every q, where
+// q * d is +-Inf for q != 0: the row's outputs are non-finite either way.)
+template <int kT>
+B12X_DEV unsigned q8_0_round_pair(unsigned biased, int h, float dl, float cl) {
+  const unsigned s = 0x7404u | (2u * static_cast<unsigned>(h)) << 4;  // [0x00, byte 2h, 0x00, 0x4B]
+  const float a = f32_from_bits(byte_perm(biased, 0x4B000000u, s));
+  const float b = f32_from_bits(byte_perm(biased, 0x4B000000u, s + 0x10u));  // byte 2h + 1
+  return pack_rn_pair<kT>(fma_rn(a, dl, cl), fma_rn(b, dl, cl));
+}
+constexpr float kQ8RoundScale = 0.00390625f, kQ8RoundOffset = -32896.0f;  // d / 256, -(2^15 + 2^7) d
+
 // Bit 7 of byte i is set iff byte i of w is an E4M3 NaN code (0x7F or 0xFF): OR the results of a
 // run together and test with & 0x80808080.
 B12X_DEV unsigned e4m3_nan_bits(unsigned w) { return (w & 0x7F7F7F7Fu) + 0x01010101u; }

@@ -218,5 +218,41 @@ TEST(Pack16, BytePermMatchesPtxSemantics) {
   EXPECT_EQ(pow2_pair<kPackF16>(14), 0x74007400u);
 }
 
+// Caps::round_weights' Q8_0 decode: every int8 code q (in each byte position, other bytes random)
+// and every finite FP16 d give RNE(FP32 q * d) in both 16-bit types, the value round_decoded_weight
+// gives; a NaN d gives NaN.
+template <int kT>
+void check_q8_0_round_every_code_and_scale() {
+  std::mt19937 rng(3);
+  int64_t checked = 0;
+  for (unsigned dbits = 0; dbits < 0x10000u; ++dbits) {
+    if ((dbits & 0x7C00u) == 0x7C00u && (dbits & 0x3FFu) == 0) continue;  // +-Inf: NaN for every q (documented)
+    const float d = f16_to_f32_bits(dbits);
+    const float dl = d * kQ8RoundScale, cl = d * kQ8RoundOffset;
+    for (unsigned q = 0; q < 256; q += (dbits % 7 == 0 ? 1 : 37)) {  // every code for a seventh of the scales
+      for (int pos = 0; pos < 4; ++pos) {
+        const unsigned junk = static_cast<unsigned>(rng()) & ~(0xFFu << (8 * pos));
+        const unsigned w = junk | q << (8 * pos);
+        const unsigned p = q8_0_round_pair<kT>(w ^ 0x80808080u, pos >> 1, dl, cl);
+        const float want_f = static_cast<float>(static_cast<int8_t>(q)) * d;  // dequantize_weight's FP32 product
+        const float want = half16_to_f32<kT>(kT == kPackBf16 ? f32_to_bf16_rne(want_f) : f32_to_f16_rne(want_f));
+        const float got = half16_to_f32<kT>(pos & 1 ? p >> 16 : p & 0xFFFFu);
+        if (std::isnan(d)) {
+          EXPECT_TRUE(std::isnan(got)) << "q " << q << " d 0x" << std::hex << dbits;
+        } else if (got != want) {  // (+0 / -0 alike: q = 0 gives +0, the sum starts at +0 anyway)
+          ADD_FAILURE() << "q " << static_cast<int>(static_cast<int8_t>(q)) << " d 0x" << std::hex << dbits << ": got "
+                        << got << " want " << want;
+          return;
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 4'000'000);
+}
+
+TEST(Pack16, Q8_0RoundedPairIsTheRoundedProductBf16) { check_q8_0_round_every_code_and_scale<kPackBf16>(); }
+TEST(Pack16, Q8_0RoundedPairIsTheRoundedProductF16) { check_q8_0_round_every_code_and_scale<kPackF16>(); }
+
 }  // namespace
 }  // namespace b12x::device
