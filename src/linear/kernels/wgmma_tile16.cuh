@@ -46,6 +46,11 @@
 // runs; at most 128 tokens per CTA for the registers (also when MXFP8 folds). No branch may sit
 // among in-flight wgmma (the compiler would copy their accumulators at the join and ptxas then
 // serializes them): the stage release is a predicated arrive, the run past K is read like any other.
+// With linear::Caps::round_weights (kRoundW, the plan's choice on 256-token tiles and, but for
+// fp8_block, 128-token ones) the promoted formats skip all of that: the decode multiplies each exact
+// element by its scale in FP32 and rounds it once to the 16-bit type (wgmma_round_scaled_pair; Q8_0
+// straight from its bytes, q8_0_round_pair), the weight a checkpoint dequantized to BF16 / F16 holds,
+// and the plain loop runs with up to 256 tokens (MXFP8 with BF16 x as one instance).
 //
 // IQ2_XXS / IQ2_XS: a tile16 chunk is a 256-K block, four stages; a stage's boxes are its two runs'
 // qs bytes (w_map, box {64 words, 1 block, 8 tiles}) and the block's d words (s_map, box {8, 1, 8},
