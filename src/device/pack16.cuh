@@ -233,14 +233,17 @@ B12X_DEV unsigned i8x2_pack(unsigned w, int h) {
 // payload, which is all an MMA operand needs).
 template <int kT>
 B12X_DEV unsigned pack_rn_pair(float lo, float hi) {
+  if constexpr (kT == kPackBf16) {
+    return pack_bf16x2_not_nan(lo, hi);
+  } else {
 #if defined(__CUDA_ARCH__)
-  unsigned d;
-  if constexpr (kT == kPackBf16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
+    unsigned d;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
 #else
-  return kT == kPackBf16 ? f32_to_bf16_rne(lo) | f32_to_bf16_rne(hi) << 16 : f32_to_f16_rne(lo) | f32_to_f16_rne(hi) << 16;
+    return f32_to_f16_rne(lo) | f32_to_f16_rne(hi) << 16;
 #endif
+  }
 }
 
 // linear::Caps::round_weights for Q8_0: bytes 2h, 2h + 1 of a word of int8 codes q, as the pair

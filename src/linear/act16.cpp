@@ -40,9 +40,6 @@ void validate(const Caps& caps) {
                  mx ? " (x already quantized: E4M3 codes, its UE8M0 scales as x_scale)"
                     : " (x already quantized: packed E2M1 [M, K/2], its E4M3 block scales as x_scale)",
                  " for ", act_mode_name(caps.act), " activations, got ", dtype_name(caps.act_dtype));
-  B12X_CHECK_ARG(!caps.fast_accum, "fast_accum",
-                 "is for fp8_tensor / fp8_token activations; ", act_mode_name(caps.act),
-                 " activations run on BF16 tensor cores, which accumulate in FP32");
   B12X_CHECK_ARG(caps.k % x_group(caps.act) == 0, "k", "K (in_features) must be a multiple of ", x_group(caps.act),
                  " for ", act_mode_name(caps.act), " activations, got K = ", caps.k);
   validate_caps(inner_caps(caps));  // the 16-bit path's rules (layout, kernel, max_tokens > 16 needs tile16 ...)

@@ -162,8 +162,6 @@ void validate(const Caps& caps) {
                      " (preferred_layout(format, act_dtype, act) says which layout to prepare)");
   B12X_CHECK_ARG(caps.kernel == DecodeKernel::automatic, "kernel",
                  "must be automatic for quantized activations (one kernel, wgmma_fp8, serves every M)");
-  B12X_CHECK_ARG(!caps.fast_accum || caps.act != ActMode::fp8_block, "fast_accum",
-                 "is for fp8_tensor / fp8_token activations: fp8_block promotes every 128-K block to apply its scales");
   if (caps.act == ActMode::fp8_block)
     B12X_CHECK_ARG(caps.k % 128 == 0, "k", "K (in_features) must be a multiple of 128 for fp8_block activations "
                    "(their 1x128 groups), got K = ", caps.k);

@@ -335,8 +335,21 @@ bool rounds_weights(Format format, DType act_dtype) {
   return tile16_supports(format, act_dtype) && device::wgmma_promoted(static_cast<int>(format), act_code(act_dtype));
 }
 
+void check_options(ActMode act, bool fast_accum, bool round_weights) {
+  B12X_CHECK_ARG(!fast_accum || act == ActMode::fp8_tensor || act == ActMode::fp8_token, "fast_accum",
+                 "is for fp8_tensor / fp8_token activations (one FP8 accumulator over K), got ", act_mode_name(act),
+                 act == ActMode::fp8_block ? ": fp8_block promotes every 128-K block to apply its scales"
+                                           : ": 16-bit activations run on BF16 / F16 tensor cores, which accumulate in "
+                                             "FP32 (see round_weights for the prefill path's fast option)");
+  B12X_CHECK_ARG(!round_weights || act == ActMode::a16 || act == ActMode::mxfp8 || act == ActMode::nvfp4,
+                 "round_weights", "is for 16-bit activations (a16, and mxfp8 / nvfp4 decoded to BF16), got ",
+                 act_mode_name(act), ": FP8 activations multiply the FP8 weight codes as stored");
+}
+
 void validate_caps(const Caps& caps) {
   const FormatInfo& info = checked_format(caps.format);
+  check_act_supported(caps.format, caps.act);  // (Unsupported first: a pair that is not served at all)
+  check_options(caps.act, caps.fast_accum, caps.round_weights);
   if (caps.act == ActMode::a16) act_code(caps.act_dtype);
   float_dtype_code(caps.out_dtype, "out_dtype");
   if (caps.has_bias) float_dtype_code(caps.bias_dtype, "bias_dtype");
@@ -365,15 +378,9 @@ void validate_caps(const Caps& caps) {
     return;
   }
   if (caps.act != ActMode::a16) {  // quantized FP8 activations: their own rules (fp8_gemm.cpp)
-    B12X_CHECK_ARG(!caps.round_weights, "round_weights",
-                   "is for 16-bit activations (act a16, mxfp8, nvfp4); ", act_mode_name(caps.act),
-                   " activations multiply the FP8 weight codes as stored");
     fp8::validate(caps);
     return;
   }
-  B12X_CHECK_ARG(!caps.fast_accum, "fast_accum",
-                 "is for fp8_tensor / fp8_token activations; 16-bit activations (act a16) run on BF16 / F16 tensor "
-                 "cores, which accumulate in FP32 (see round_weights for the prefill path's fast option)");
   if (tile16(caps)) {
     const FormatInfo& f = format_info(caps.format);
     if (caps.kernel == DecodeKernel::gemv || !tile16_supports(caps.format, caps.act_dtype))

@@ -202,11 +202,7 @@ void linear_into(const at::Tensor& x, const at::Tensor& weight, const std::optio
   const WeightView w = weight_of(weight, weight_scale, tensor_scale, format, layout);
   const ActMode act = parse_act_mode(act_mode, "act_mode");
   check_act_supported(w.format, act);
-  // The options' rules (linear::validate_caps says the same on CUDA; checked here for CPU calls too).
-  B12X_CHECK_ARG(!o.fast_accum || act == ActMode::fp8_tensor || act == ActMode::fp8_token, "fast_accum",
-                 "is for fp8_tensor / fp8_token activations, got act_mode '", act_mode, "'");
-  B12X_CHECK_ARG(!o.round_weights || act == ActMode::a16 || act == ActMode::mxfp8 || act == ActMode::nvfp4,
-                 "round_weights", "is for 16-bit activations (act_mode a16, mxfp8, nvfp4), got act_mode '", act_mode, "'");
+  linear::check_options(act, o.fast_accum, o.round_weights);  // (validate_caps' rule; CPU calls make no plan)
   B12X_CHECK_ARG(x.dim() >= 1 && x.size(-1) == w.k, "x", "must be [*, K] with K = ", w.k, " (the weight's in_features), got ",
                  shape_string(x.sizes().vec()));
   B12X_CHECK_ARG(weight.device() == x.device(), "weight", "must be on x's device (", x.device().str(), "), got ",

@@ -113,6 +113,26 @@ void expect_sampled_rows_close(const std::vector<uint8_t>& y, const HostTensor& 
   expect_close(got, DType::f32, want, what);
 }
 
+// A random weight and BF16 x (static scale from x) through `plan` at M = caps.max_tokens, FP32 y
+// compared with the spec on sampled weight rows: `rows`, then random ones up to `sampled`.
+void expect_plan_matches_spec_on_sampled_rows(const linear::Plan& plan, std::vector<int64_t> rows, size_t sampled,
+                                              std::mt19937_64& rng) {
+  const linear::Caps& caps = plan.caps;
+  const int64_t n = caps.n, k = caps.k, m = caps.max_tokens;
+  const PackedWeight p = test::random_weight(caps.format, n, k, rng, test::kLinearDraw);
+  const DeviceWeight w(p);
+  const HostTensor x = random_x(rng, DType::bf16, m, k);
+  const float s = static_scale(x);
+  QuantizedLinearRunner runner(plan);
+  const std::vector<uint8_t> y = runner.run(x, s, w, nullptr);
+  while (rows.size() < sampled) rows.push_back(static_cast<int64_t>(rng() % n));
+  HostTensor a(DType::f64, {m, k}), wf(DType::f32, {n, k});
+  reference_activations(x.view(), caps.act, s, a.view());
+  dequantize_weight(p.view(), wf.view(), /*apply_tensor_scale=*/false);
+  const double w_tensor = caps.act == ActMode::fp8_tensor ? static_cast<double>(p.scale2) : 1.0;
+  expect_sampled_rows_close(y, a, wf, rows, m, n, k, w_tensor, nullptr, label(caps, m) + " via " + plan.path_for(m).name);
+}
+
 class LinearFp8Gpu : public testing::Test {
  protected:
   void SetUp() override {
@@ -274,23 +294,10 @@ TEST_F(LinearFp8Gpu, LargePrefillShapeMatchesReferenceOnSampledRows) {
   std::mt19937_64 rng(seed);
   const int64_t n = 4096 + 64, k = 2048, m = 1000;
   for (ActMode act : {ActMode::fp8_tensor, ActMode::fp8_block}) {
-    const linear::Caps caps = fp8_caps(act, n, k, m, DType::bf16, DType::f32, false);
-    const linear::Plan plan = linear::plan(caps);
-    const PackedWeight p = test::random_weight(caps.format, n, k, rng, test::kLinearDraw);
-    const DeviceWeight w(p);
-    const HostTensor x = random_x(rng, DType::bf16, m, k);
-    const float s = static_scale(x);
-    QuantizedLinearRunner runner(plan);
-    const std::vector<uint8_t> y = runner.run(x, s, w, nullptr);
     // The spec on 48 sampled weight rows: reference_linear's steps (activations as the GEMM sees
     // them, the exactly decoded weight, float64 dots, the weight's tensor scale) for those rows only.
-    std::vector<int64_t> rows = {0, 127, 128, n - 1};
-    while (rows.size() < 48) rows.push_back(static_cast<int64_t>(rng() % n));
-    HostTensor a(DType::f64, {m, k}), wf(DType::f32, {n, k});
-    reference_activations(x.view(), act, s, a.view());
-    dequantize_weight(p.view(), wf.view(), /*apply_tensor_scale=*/false);
-    const double w_tensor = act == ActMode::fp8_tensor ? static_cast<double>(p.scale2) : 1.0;
-    expect_sampled_rows_close(y, a, wf, rows, m, n, k, w_tensor, nullptr, label(caps, m) + " via " + plan.path_for(m).name);
+    const linear::Plan plan = linear::plan(fp8_caps(act, n, k, m, DType::bf16, DType::f32, false));
+    expect_plan_matches_spec_on_sampled_rows(plan, {0, 127, 128, n - 1}, 48, rng);
   }
 }
 
@@ -310,19 +317,7 @@ TEST_F(LinearFp8Gpu, WideTilesPairTheirKBlocksAtEveryCount) {
       const linear::PlanPath& path = plan.path_for(m);
       ASSERT_EQ(path.spec.kernel, "linear.wgmma_fp8") << path.name;
       ASSERT_NE(path.name.find("tokens_per_tile=256"), std::string::npos) << path.name;
-      const PackedWeight p = test::random_weight(caps.format, n, k, rng, test::kLinearDraw);
-      const DeviceWeight w(p);
-      const HostTensor x = random_x(rng, DType::bf16, m, k);
-      const float s = static_scale(x);
-      QuantizedLinearRunner runner(plan);
-      const std::vector<uint8_t> y = runner.run(x, s, w, nullptr);
-      std::vector<int64_t> rows = {0, 63, 64, 127, 128, n - 1};
-      while (rows.size() < 32) rows.push_back(static_cast<int64_t>(rng() % n));
-      HostTensor a(DType::f64, {m, k}), wf(DType::f32, {n, k});
-      reference_activations(x.view(), act, s, a.view());
-      dequantize_weight(p.view(), wf.view(), /*apply_tensor_scale=*/false);
-      const double w_tensor = act == ActMode::fp8_tensor ? static_cast<double>(p.scale2) : 1.0;
-      expect_sampled_rows_close(y, a, wf, rows, m, n, k, w_tensor, nullptr, label(caps, m) + " via " + path.name);
+      expect_plan_matches_spec_on_sampled_rows(plan, {0, 63, 64, 127, 128, n - 1}, 32, rng);
     }
 }
 

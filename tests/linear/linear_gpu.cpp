@@ -690,7 +690,9 @@ TEST_F(LinearGpu, PrefillRoundWeightsMatchesTheRoundedReference) {
       const bool rounds = m > 128 || (m > 64 && f != Format::fp8_block);
       EXPECT_EQ(path.rounds_weights, rounds) << what;
       EXPECT_EQ(path.name.find("weights rounded") != std::string::npos, rounds) << what;
-      if (m > 128) EXPECT_NE(path.name.find("tokens_per_cta=256"), std::string::npos) << what;
+      if (m > 128) {
+        EXPECT_NE(path.name.find("tokens_per_cta=256"), std::string::npos) << what;
+      }
       const HostTensor x = random_tensor(rng, act, {m, caps.k});
       const std::vector<uint8_t> y = run_on_device(plan, x, w, caps.has_bias ? &bias : nullptr);
       const TensorView b = caps.has_bias ? bias.view() : TensorView{};

@@ -393,8 +393,9 @@ TEST(LinearCompile, PrefillPathsServeTheirTokenRanges) {
         EXPECT_LE(device::wgmma_smem_bytes(f, bn), 227 * 1024) << info.name << " " << bn;
         // The output staging fits the ring (IQ2_XS at 256 tokens, round_weights only: its 64 KiB codebook
         // leaves 3 stages, and the ring is sized for the staging instead: wgmma_ring_bytes).
-        if (!(info.format == Format::iq2_xs && bn == 256))
+        if (!(info.format == Format::iq2_xs && bn == 256)) {
           EXPECT_LE(device::wgmma_out_bytes(bn), device::wgmma_stages(f, bn) * device::wgmma_stage_bytes(f, bn));
+        }
       }
     }
 }
@@ -433,7 +434,9 @@ TEST(LinearCompile, RoundWeightsTakesWideTilesWhereItApplies) {
       EXPECT_EQ(p128.tokens_per_cta, 128) << what;
       const bool rounds128 = linear::rounds_weights(info.format, act) && info.format != Format::fp8_block;
       EXPECT_EQ(p128.rounds_weights, rounds128) << p128.name;
-      if (!rounds128) EXPECT_EQ(p128.spec.name_expression, exact128.spec.name_expression) << p128.name;
+      if (!rounds128) {
+        EXPECT_EQ(p128.spec.name_expression, exact128.spec.name_expression) << p128.name;
+      }
       if (!linear::rounds_weights(info.format, act)) {
         EXPECT_EQ(p.spec.name_expression, exact.spec.name_expression) << what;
         EXPECT_EQ(p.name, exact.name) << what;
