@@ -137,6 +137,11 @@ struct Caps {
 // dtype (bf16 / f16): the formats whose block scales the 16-bit kernels otherwise promote.
 bool rounds_weights(Format format, DType act_dtype);
 
+// The activation modes Caps::fast_accum (fp8_tensor, fp8_token) and Caps::round_weights (a16, mxfp8,
+// nvfp4) apply to: BadArgument naming the option otherwise. validate_caps applies it; callers that
+// take the options without a plan (the torch ops' CPU path) apply the same rule.
+void check_options(ActMode act, bool fast_accum, bool round_weights);
+
 // Whether the quantized-activation GEMM (wgmma_fp8) serves this activation mode.
 bool fp8_gemm_supports(ActMode act);
 
