@@ -144,12 +144,14 @@ size_t flush_size() {
 
 }  // namespace
 
-const char* l2_flush_name(L2Flush f) { return f == L2Flush::clean ? "clean" : "write"; }
+const char* l2_flush_name(L2Flush f) {
+  return f == L2Flush::clean ? "clean" : f == L2Flush::rotate ? "rotate" : "write";
+}
 
 Timer::Timer(cudaStream_t stream, TimerOptions options) : stream_(stream), o_(options), flush_(flush_size()) {
   if (o_.iters < 1) fail_arg("--iters", "must be at least 1, got ", o_.iters);
   if (o_.warmup < 0) fail_arg("--warmup", "must be 0 or more, got ", o_.warmup);
-  if (o_.flush == L2Flush::clean) {
+  if (flush_mode() == L2Flush::clean) {  // rotate falls back to it for cases with one operand copy
     flush_.fill(0);  // finite floats for Sasum
     flush_sum_ = DeviceBuffer(sizeof(float));
     cublasHandle_t h = nullptr;
@@ -165,7 +167,7 @@ Timer::~Timer() {
 }
 
 void Timer::flush_l2() {
-  if (o_.flush == L2Flush::clean) {
+  if (flush_mode() == L2Flush::clean) {
     // A read of 2x L2: the previous lines (dirty ones written back now, outside the events) make
     // way for clean ones.
     const int64_t n = static_cast<int64_t>(flush_.bytes() / sizeof(float));
@@ -177,7 +179,19 @@ void Timer::flush_l2() {
   }
 }
 
-TimeStats Timer::time(const Call& call) {
+int Timer::rotation_copies(size_t bytes) const {
+  return o_.flush == L2Flush::rotate ? bench::rotation_copies(bytes, flush_.bytes() / 2) : 1;
+}
+
+TimeStats Timer::time(const Call& call) { return time_flushed(call); }
+
+TimeStats Timer::time(const std::vector<Call>& calls) {
+  if (calls.empty()) throw Error("Timer::time: no call to time");
+  if (o_.flush == L2Flush::rotate && calls.size() >= 2) return time_rotated(calls);
+  return time_flushed(calls.front());
+}
+
+TimeStats Timer::time_flushed(const Call& call) {
   // Warm-up. In graph mode one direct call always comes first, so lazy module loading and library
   // initialisation never happen during capture.
   const int direct = o_.graph ? 1 : o_.warmup;
@@ -212,7 +226,50 @@ TimeStats Timer::time(const Call& call) {
     B12X_CUDA_CHECK(cudaEventElapsedTime(&ms, start[i], stop[i]));
     samples[i] = static_cast<double>(ms) * 1000.0;
   }
-  return summarize(std::move(samples));
+  TimeStats t = summarize(std::move(samples));
+  t.timing = l2_flush_name(flush_mode());
+  return t;
+}
+
+TimeStats Timer::time_rotated(const std::vector<Call>& calls) {
+  const size_t copies = calls.size();
+  // Warm-up: every copy at least once (the first direct, as above, before any capture).
+  const size_t warm = std::max(copies, static_cast<size_t>(o_.warmup));
+  for (size_t i = 0; i < (o_.graph ? copies : warm); ++i) calls[i % copies](stream_);
+  B12X_CUDA_CHECK(cudaGetLastError());
+  B12X_CUDA_CHECK(cudaStreamSynchronize(stream_));
+
+  std::vector<std::unique_ptr<CapturedGraph>> graphs;
+  if (o_.graph) {
+    for (const Call& c : calls) graphs.push_back(std::make_unique<CapturedGraph>(c, stream_));
+    for (size_t i = 0; i < warm; ++i) graphs[i % copies]->launch(stream_);
+    B12X_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  // iters calls back to back, continuing the cycle where the warm-up left it (so the first timed
+  // call's copy is the least recently used), an event before each call and after the last.
+  const size_t n = static_cast<size_t>(o_.iters);
+  Events marks(n + 1);
+  B12X_CUDA_CHECK(cudaEventRecord(marks[0], stream_));
+  for (size_t i = 0; i < n; ++i) {
+    const size_t c = (warm + i) % copies;
+    if (o_.graph) graphs[c]->launch(stream_);
+    else calls[c](stream_);
+    B12X_CUDA_CHECK(cudaEventRecord(marks[i + 1], stream_));
+  }
+  B12X_CUDA_CHECK(cudaGetLastError());
+  B12X_CUDA_CHECK(cudaEventSynchronize(marks[n]));
+  B12X_CUDA_CHECK(cudaStreamSynchronize(stream_));
+
+  std::vector<double> samples(n);
+  for (size_t i = 0; i < n; ++i) {
+    float ms = 0;
+    B12X_CUDA_CHECK(cudaEventElapsedTime(&ms, marks[i], marks[i + 1]));
+    samples[i] = static_cast<double>(ms) * 1000.0;
+  }
+  TimeStats t = summarize(std::move(samples));
+  t.timing = "rotate x" + std::to_string(copies);
+  return t;
 }
 
 std::string Timer::method() const {
@@ -221,11 +278,20 @@ std::string Timer::method() const {
       o_.graph ? "CUDA-graph replay (the call captured once, each repetition one graph launch; the copy "
                  "ceiling is still timed with direct launches)"
                : "direct launches",
-      "; CUDA events around each single call, median (and min, p10, p90) of ", o_.iters, " repetitions after ",
-      o_.warmup, " warm-up calls; L2 flushed before every timed call (",
-      o_.flush == L2Flush::clean ? "clean: a read of " + flush + " MiB, 2x L2, by cuBLAS Sasum, leaving clean lines"
-                                 : "write: a " + flush + " MiB memset, 2x L2, leaving dirty lines",
-      ", outside the events); all events read after one final synchronize");
+      o_.flush == L2Flush::rotate
+          ? b12x::detail::concat(
+                "; rotated operands: ", o_.iters, " calls back to back after ", o_.warmup,
+                " warm-up calls, each on the next of the case's operand copies (enough that the others stream ",
+                flush, " MiB, 2x L2, between two uses of one), a CUDA event between consecutive calls, median (and "
+                "min, p10, p90) of the per-call times; cases with one operand copy (timing column 'clean') are "
+                "timed as with --l2-flush clean instead")
+          : b12x::detail::concat(
+                "; CUDA events around each single call, median (and min, p10, p90) of ", o_.iters,
+                " repetitions after ", o_.warmup, " warm-up calls; L2 flushed before every timed call (",
+                o_.flush == L2Flush::clean ? "clean: a read of " + flush + " MiB, 2x L2, by cuBLAS Sasum, leaving clean lines"
+                                           : "write: a " + flush + " MiB memset, 2x L2, leaving dirty lines",
+                ", outside the events)"),
+      "; all events read after one final synchronize");
 }
 
 }  // namespace b12x::bench

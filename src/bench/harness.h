@@ -1,7 +1,9 @@
 // Measuring one callable on a CUDA stream: warm-up, then R repetitions each timed by its own pair of
 // CUDA events around ONE call, with the L2 flushed before each timed call (outside the events), all
-// events read after a single synchronize at the end. Optionally the call is captured once into a CUDA
-// graph and the graph launches are timed instead. Plus the small RAII helpers the bench cases share.
+// events read after a single synchronize at the end; or (L2Flush::rotate) back-to-back calls over
+// copies of the operands, one event between consecutive calls. Optionally each call is captured once
+// into a CUDA graph and the graph launches are timed instead. Plus the small RAII helpers the bench
+// cases share.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -58,13 +60,22 @@ class Stream {
   cudaStream_t s_ = nullptr;
 };
 
-// How the L2 is flushed before each timed call (outside the events), with a buffer of 2x L2:
-//  write: a memset of it. Cheap, but it leaves the L2 full of dirty lines, and their write-back to
-//         DRAM lands in the timed call (up to L2-size bytes of extra DRAM writes).
-//  clean: a read of all of it (cuBLAS Sasum), which evicts the previous lines outside the events and
-//         leaves clean ones: the timed call pays only for its own traffic, as in a model where the L2
-//         mostly holds the (clean) weights of earlier layers.
-enum class L2Flush { write, clean };
+// How each timed call finds a cold L2:
+//  write:  a memset of 2x L2 before the call (outside the events). Cheap, but it leaves the L2 full of
+//          dirty lines, and their write-back to DRAM lands in the timed call (up to L2-size bytes of
+//          extra DRAM writes).
+//  clean:  a read of 2x L2 (cuBLAS Sasum) before the call, which evicts the previous lines outside
+//          the events and leaves clean ones: the timed call pays only for its own traffic, as in a
+//          model where the L2 mostly holds the (clean) weights of earlier layers.
+//  rotate: no flush. The case binds rotation_copies() copies of its operands and the calls run back
+//          to back, each on the next copy, one event between consecutive calls: between two uses of
+//          a copy the other copies stream at least 2x L2 through the cache. A sample is one call
+//          including its launch gap, overlapped with the previous call as in a model's layer
+//          sequence (issue 4's "back-to-back calls, weights rotated"). Cases that bind one copy
+//          (time(const Call&)) fall back to the clean flush; each row's TimeStats::timing says which.
+enum class L2Flush { write, clean, rotate };
+
+// (rotation_copies(bytes, l2_bytes), the copy count, is in stats.h: host arithmetic.)
 
 struct TimerOptions {
   int warmup = 10;     // untimed calls first (module loads, library heuristics, clocks ramping up)
@@ -88,6 +99,11 @@ class Timer {
   // Times `call`; it must only enqueue work on the stream it is given (no synchronize), so it can
   // be captured. Throws CudaError on any failed CUDA call, including an error the call left behind.
   TimeStats time(const Call& call);
+  // The same call on each copy of its operands (rotation_copies() of them, built by the case). With
+  // L2Flush::rotate and two or more calls: back to back, cycling; otherwise calls[0] as above.
+  TimeStats time(const std::vector<Call>& calls);
+  // How many operand copies a case of `bytes` per call should bind: 1 unless rotating.
+  int rotation_copies(size_t bytes) const;
 
   const TimerOptions& options() const { return o_; }
   cudaStream_t stream() const { return stream_; }
@@ -97,6 +113,9 @@ class Timer {
 
  private:
   void flush_l2();  // enqueues the flush on stream_
+  L2Flush flush_mode() const { return o_.flush == L2Flush::rotate ? L2Flush::clean : o_.flush; }
+  TimeStats time_flushed(const Call& call);
+  TimeStats time_rotated(const std::vector<Call>& calls);
 
   cudaStream_t stream_;
   TimerOptions o_;

@@ -83,7 +83,7 @@ struct RunInfo {
   std::string mode;  // "events" (direct launches) or "graph" (CUDA-graph replay)
   int warmup = 0, iters = 0;
   size_t flush_bytes = 0;  // L2 flush buffer (0: not flushed)
-  std::string flush;       // how: "write" (memset) or "clean" (a read), bench::L2Flush
+  std::string flush;       // how: "write" (memset), "clean" (a read) or "rotate" (operand copies), bench::L2Flush
   std::string method;      // one sentence describing the timing method
 };
 
@@ -123,9 +123,9 @@ inline std::string ratio_text(const Result& r) {
 inline std::string format_table(const std::vector<Result>& rows) {
   const std::vector<std::string> head = {"case",  "shape",   "median us", "min us", "p10 us", "p90 us", "MB",
                                          "GFLOP", "TB/s",    "TFLOP/s",   "%copy",  "%bf16",  "vs baseline",
-                                         "check", "path"};
+                                         "check", "timing", "path"};
   const std::vector<bool> numeric = {false, false, true, true, true, true, true,
-                                     true,  true,  true, true, true, false, false, false};
+                                     true,  true,  true, true, true, false, false, false, false};
   std::vector<std::vector<std::string>> cells;
   for (const Result& r : rows) {
     const bool ok = r.valid();
@@ -133,7 +133,8 @@ inline std::string format_table(const std::vector<Result>& rows) {
     cells.push_back({r.suite + "/" + r.name, r.shape, num(r.time.median_us, 1), num(r.time.min_us, 1),
                      num(r.time.p10_us, 1), num(r.time.p90_us, 1), num(r.bytes / 1e6, 1),
                      r.flops > 0 ? num(r.flops / 1e9, 1) : "-", num(r.tbps, 3), num(r.tflops, 1),
-                     num(r.pct_copy, 1), num(r.pct_bf16, 1), ok ? ratio_text(r) : "-", check_name(r.check), r.path});
+                     num(r.pct_copy, 1), num(r.pct_bf16, 1), ok ? ratio_text(r) : "-", check_name(r.check),
+                     ok ? r.time.timing : "-", r.path});
   }
   std::vector<size_t> width(head.size());
   for (size_t c = 0; c < head.size(); ++c) {
@@ -180,7 +181,7 @@ inline std::string csv_number(double v) {
 inline std::string format_csv(const std::vector<Result>& rows) {
   std::ostringstream os;
   os << "suite,case,shape,path,median_us,min_us,p10_us,p90_us,bytes,flops,tbps,tflops,pct_copy,pct_bf16,"
-        "baseline,baseline_us,ratio,check,check_detail\n";
+        "baseline,baseline_us,ratio,check,check_detail,timing\n";
   for (const Result& r : rows) {
     const bool ok = r.valid();
     auto num = [&](double v) { return ok ? csv_number(v) : std::string(); };
@@ -189,7 +190,7 @@ inline std::string format_csv(const std::vector<Result>& rows) {
        << num(r.time.p90_us) << "," << csv_number(r.bytes) << "," << csv_number(r.flops) << "," << num(r.tbps)
        << "," << num(r.tflops) << "," << num(r.pct_copy) << "," << num(r.pct_bf16) << "," << csv_field(r.baseline)
        << "," << num(r.baseline_us) << "," << num(r.ratio) << "," << check_name(r.check) << ","
-       << csv_field(r.check_detail) << "\n";
+       << csv_field(r.check_detail) << "," << (ok ? csv_field(r.time.timing) : std::string()) << "\n";
   }
   return os.str();
 }
@@ -216,6 +217,7 @@ inline nlohmann::json result_json(const Result& r) {
           {"p10_us", num(r.time.p10_us)},
           {"p90_us", num(r.time.p90_us)},
           {"samples_us", samples},
+          {"timing", ok ? nlohmann::json(r.time.timing) : nlohmann::json(nullptr)},
           {"bytes", r.bytes},
           {"flops", r.flops},
           {"tbps", num(r.tbps)},

@@ -2,8 +2,10 @@
 // without a GPU.
 #pragma once
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -15,6 +17,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 struct TimeStats {
   double median_us = kNaN, min_us = kNaN, p10_us = kNaN, p90_us = kNaN;
   std::vector<double> samples_us;  // in measurement order
+  std::string timing;              // how the L2 was made cold: "write", "clean" or "rotate xN" (N copies)
   bool valid() const { return !samples_us.empty(); }
 };
 
@@ -30,6 +33,17 @@ inline double percentile(std::vector<double> v, double q) {
 }
 
 inline double median(const std::vector<double>& v) { return percentile(v, 50.0); }
+
+// Copies of an operand set of `bytes` that a case timed with rotated operands (L2Flush::rotate)
+// binds: the fewest with the other copies holding at least 2x `l2_bytes`, so two uses of one copy are
+// separated by 2x L2 of other traffic; at most kMaxRotationCopies. 1 (no rotation: the timer falls
+// back to the clean flush) when even that many cannot evict the L2, or for an empty operand set.
+constexpr int kMaxRotationCopies = 64;
+constexpr int rotation_copies(size_t bytes, size_t l2_bytes) {
+  if (bytes == 0) return 1;
+  const size_t others = (2 * l2_bytes + bytes - 1) / bytes;
+  return others + 1 <= static_cast<size_t>(kMaxRotationCopies) ? static_cast<int>(others + 1) : 1;
+}
 
 inline TimeStats summarize(std::vector<double> samples_us) {
   TimeStats s;

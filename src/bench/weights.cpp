@@ -7,6 +7,7 @@
 #include "b12x/formats/ggml.h"
 #include "b12x/formats/tile16.h"
 #include "b12x/runtime/device.h"
+#include "runtime/cuda_api.h"
 
 namespace b12x::bench {
 
@@ -59,6 +60,25 @@ DeviceWeight random_device_weight(Format format, int64_t n, int64_t k, std::mt19
   w.view.data = upload_repeated(src.data.view(), w.reps, w.data);
   if (!src.scale.view().empty()) w.view.scale = upload_repeated(src.scale.view(), w.reps, w.scale);
   return w;
+}
+
+WeightCopies copy_device_weight(const DeviceWeight& w, int copies) {
+  WeightCopies out;
+  out.views.push_back(w.view);
+  for (int c = 1; c < copies; ++c) {
+    WeightView v = w.view;
+    out.data.emplace_back(w.data.bytes());
+    B12X_CUDA_CHECK(cudaMemcpy(out.data.back().get(), w.data.get(), w.data.bytes(), cudaMemcpyDeviceToDevice));
+    v.data.data = out.data.back().get();
+    if (w.scale.bytes() > 0) {
+      out.scale.emplace_back(w.scale.bytes());
+      B12X_CUDA_CHECK(cudaMemcpy(out.scale.back().get(), w.scale.get(), w.scale.bytes(), cudaMemcpyDeviceToDevice));
+      v.scale.data = out.scale.back().get();
+    }
+    out.views.push_back(v);
+  }
+  B12X_CUDA_CHECK(cudaDeviceSynchronize());
+  return out;
 }
 
 }  // namespace b12x::bench

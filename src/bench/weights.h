@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "b12x/formats/weight.h"
 #include "bench/harness.h"
@@ -35,6 +36,14 @@ struct DeviceWeight {
 // from `rng` in that order only, so a caller's later draws are reproducible from its seed. tile16:
 // the tile is repacked (formats/tile16.h) before it is repeated; tile16 is tile-major and the tile a
 // multiple of 16 rows, so the repeated bytes are the tile16 layout of the whole [n, k] weight.
+// `copies` - 1 more device copies of w's bytes (the same values at other addresses), for timing with
+// rotated operands (L2Flush::rotate); views()[0] is w.view itself.
+struct WeightCopies {
+  std::vector<DeviceBuffer> data, scale;
+  std::vector<WeightView> views;
+};
+WeightCopies copy_device_weight(const DeviceWeight& w, int copies);
+
 DeviceWeight random_device_weight(Format format, int64_t n, int64_t k, std::mt19937_64& rng,
                                   RowExponents rows = {}, WeightLayout layout = WeightLayout::checkpoint);
 

@@ -46,7 +46,8 @@ struct BenchOptions {
 L2Flush parse_l2_flush(const std::string& s) {
   if (s == "write") return L2Flush::write;
   if (s == "clean") return L2Flush::clean;
-  fail_arg("--l2-flush", "must be write or clean, got '", s, "'");
+  if (s == "rotate") return L2Flush::rotate;
+  fail_arg("--l2-flush", "must be write, clean or rotate, got '", s, "'");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -341,8 +342,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--warmup", o->warmup, "untimed calls before timing")->capture_default_str();
   cmd->add_flag("--graph", o->graph, "capture each call into a CUDA graph once and time graph launches");
   cmd->add_option("--l2-flush", o->l2_flush,
-                  "how the L2 is flushed before each timed call: write (a memset of 2x L2; its dirty lines are "
-                  "written back during the timed call) or clean (a read of 2x L2: clean lines)")
+                  "how each timed call finds a cold L2: write (a memset of 2x L2 before it; its dirty lines are "
+                  "written back during the timed call), clean (a read of 2x L2 before it: clean lines) or rotate "
+                  "(no flush: back-to-back calls, each on the next of enough operand copies to stream 2x L2 "
+                  "between two uses of one; the linear suites rotate, the other cases fall back to clean)")
       ->capture_default_str();
   cmd->add_option("--json", o->json, "write the results (with raw samples) as JSON");
   cmd->add_option("--csv", o->csv, "write the results as CSV");

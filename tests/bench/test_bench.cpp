@@ -84,6 +84,24 @@ TEST(BenchShapes, RejectsMalformedEntriesNamingTheOption) {
   }
 }
 
+TEST(BenchStats, RotationCopiesStreamTwiceTheL2BetweenTwoUsesOfOneCopy) {
+  constexpr size_t mb = size_t{1} << 20, l2 = 50 * mb;  // the H100's L2
+  EXPECT_EQ(rotation_copies(235 * mb, l2), 2);          // FP8 28672x8192: one other copy is 2x L2
+  EXPECT_EQ(rotation_copies(100 * mb, l2), 2);          // exactly 2x L2
+  EXPECT_EQ(rotation_copies(100 * mb - 1, l2), 3);
+  EXPECT_EQ(rotation_copies(59 * mb, l2), 3);           // FP8 4096x14336: 2 x 59 MB >= 100 MB
+  EXPECT_EQ(rotation_copies(16 * mb, l2), 8);           // 7 x 16 MB = 112 MB
+  EXPECT_EQ(rotation_copies((100 * mb + 62) / 63, l2), 64);  // the most copies still rotate ...
+  EXPECT_EQ(rotation_copies(mb, l2), 1);                // ... fewer bytes cannot: no rotation (clean flush)
+  EXPECT_EQ(rotation_copies(0, l2), 1);
+  for (size_t bytes : {mb, 7 * mb, 33 * mb, 99 * mb, 400 * mb}) {
+    const int c = rotation_copies(bytes, l2);
+    if (c == 1) continue;
+    EXPECT_GE((c - 1) * bytes, 2 * l2) << bytes;  // the others evict the L2 twice over
+    EXPECT_LT((c - 2) * bytes, 2 * l2) << bytes;  // and no copy more than that needs
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Results
 
@@ -94,6 +112,7 @@ Result timed_row(std::string suite, std::string name, std::string shape, double 
   r.shape = std::move(shape);
   r.path = "kernel{format=nvfp4, out=bf16} grid 8 block 256";
   r.time = summarize({median_us, median_us, median_us});
+  r.time.timing = "rotate x3";
   r.bytes = bytes;
   r.flops = flops;
   r.check = Check::pass;
@@ -214,6 +233,8 @@ TEST(BenchReport, CsvQuotesAndLeavesInvalidNumbersEmpty) {
   EXPECT_EQ(col(err, "median_us"), "");
   EXPECT_EQ(col(err, "check"), "ERROR");
   EXPECT_EQ(col(err, "check_detail"), "argument 'k': bad, really");
+  EXPECT_EQ(col(row, "timing"), "rotate x3");
+  EXPECT_EQ(col(err, "timing"), "");  // not timed
 }
 
 TEST(BenchReport, JsonCarriesMetaCeilingsSamplesAndNulls) {
@@ -243,7 +264,9 @@ TEST(BenchReport, JsonCarriesMetaCeilingsSamplesAndNulls) {
   EXPECT_DOUBLE_EQ(j["results"][0]["tbps"].get<double>(), 4.0);
   EXPECT_EQ(j["results"][0]["samples_us"].size(), 3u);
   EXPECT_TRUE(j["results"][0]["tflops"].is_null());
+  EXPECT_EQ(j["results"][0]["timing"], "rotate x3");
   EXPECT_EQ(j["results"][1]["valid"], false);
+  EXPECT_TRUE(j["results"][1]["timing"].is_null());
   EXPECT_EQ(j["results"][1]["check"], "FAIL");
   EXPECT_TRUE(j["results"][1]["median_us"].is_null());
   EXPECT_TRUE(j["results"][1]["samples_us"].empty());
