@@ -67,7 +67,7 @@ class Stream {
 //  clean:  a read of 2x L2 (cuBLAS Sasum) before the call, which evicts the previous lines outside
 //          the events and leaves clean ones: the timed call pays only for its own traffic, as in a
 //          model where the L2 mostly holds the (clean) weights of earlier layers.
-//  rotate: no flush. The case binds rotation_copies() copies of its operands and the calls run back
+//  rotate: (the default) no flush. The case binds rotation_copies() copies of its operands and the calls run back
 //          to back, each on the next copy, one event between consecutive calls: between two uses of
 //          a copy the other copies stream at least 2x L2 through the cache. A sample is one call
 //          including its launch gap, overlapped with the previous call as in a model's layer
@@ -81,7 +81,7 @@ struct TimerOptions {
   int warmup = 10;     // untimed calls first (module loads, library heuristics, clocks ramping up)
   int iters = 50;      // timed repetitions
   bool graph = false;  // time CUDA-graph launches of the captured call instead of direct calls
-  L2Flush flush = L2Flush::write;
+  L2Flush flush = L2Flush::rotate;
 };
 
 const char* l2_flush_name(L2Flush f);

@@ -40,7 +40,7 @@ struct BenchOptions {
   std::string filter, shapes, json, csv, plot;
   int iters = 50, warmup = 10;
   bool graph = false, list = false;
-  std::string l2_flush = "write";
+  std::string l2_flush = "rotate";
 };
 
 L2Flush parse_l2_flush(const std::string& s) {
@@ -342,10 +342,11 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--warmup", o->warmup, "untimed calls before timing")->capture_default_str();
   cmd->add_flag("--graph", o->graph, "capture each call into a CUDA graph once and time graph launches");
   cmd->add_option("--l2-flush", o->l2_flush,
-                  "how each timed call finds a cold L2: write (a memset of 2x L2 before it; its dirty lines are "
-                  "written back during the timed call), clean (a read of 2x L2 before it: clean lines) or rotate "
-                  "(no flush: back-to-back calls, each on the next of enough operand copies to stream 2x L2 "
-                  "between two uses of one; the linear suites rotate, the other cases fall back to clean)")
+                  "how each timed call finds a cold L2: rotate (no flush: back-to-back calls, each on the next of "
+                  "enough operand copies to stream 2x L2 between two uses of one; the linear suites rotate, the "
+                  "other cases fall back to clean), clean (a read of 2x L2 before each call: clean lines) or "
+                  "write (a memset of 2x L2 before each call; its dirty lines are written back during the timed "
+                  "call: the default before 2026-12-07)")
       ->capture_default_str();
   cmd->add_option("--json", o->json, "write the results (with raw samples) as JSON");
   cmd->add_option("--csv", o->csv, "write the results as CSV");
