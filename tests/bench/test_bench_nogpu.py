@@ -79,3 +79,14 @@ def test_bad_options_are_rejected_before_listing():
     proc = run_cli("bench", "--list", "--suite", "nope", check=False)
     assert proc.returncode != 0
     assert "unknown suite 'nope'" in proc.stderr and "baseline" in proc.stderr, proc.stderr
+
+
+def test_rotated_weights_are_the_default_timing_and_every_method_is_accepted():
+    # Issue 4's method (back-to-back calls over rotated weights) is what `b12x bench` measures unless
+    # told otherwise; the two flushes stay selectable.
+    help_text = run_cli("bench", "--help").stdout
+    assert re.search(r"--l2-flush TEXT=rotate\b", help_text), help_text
+    for method in ["rotate", "clean", "write"]:
+        proc = run_cli("bench", "--list", "--suite", "baseline", "--l2-flush", method, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert "baseline/copy/2GiB" in proc.stdout, proc.stdout
