@@ -15,14 +15,28 @@ for ref in "$@"; do
   echo "$name $(git rev-parse --short "$ref")" >>.ab/trees.txt
   i=$((i + 1))
 done
-# AB_PREBUILD="b12x_cli b12x_gpu_test_linear" (CMake targets): builds them here for every tree (in
-# /tmp/ab-build/<tree>, kept for the next time) and puts the executables into .ab/bin/<tree>/, which
-# ab-run.sh then runs instead of building on the device (minutes of device time; the kernels are
-# compiled by NVRTC there anyway).
+# AB_PREBUILD="b12x_cli b12x_gpu_test_linear" (CMake targets): builds them here for every tree and
+# puts the executables into .ab/bin/<tree>/, which ab-run.sh then runs instead of building on the
+# device (minutes of device time; the kernels are compiled by NVRTC there anyway). The trees are built
+# one after another in ONE source and build directory (/tmp/ab-src, /tmp/ab-build, kept for the next
+# time): each tree's files are copied over the previous one's only where their content differs, so
+# ninja recompiles only what the trees change (trees of a few commits: one full build, then seconds).
+sync_tree() {  # $1 -> $2: copy the files whose content differs, delete those $1 lacks
+  local f
+  while IFS= read -r -d '' f; do
+    if ! cmp -s "$1/$f" "$2/$f"; then mkdir -p "$2/$(dirname "$f")" && cp "$1/$f" "$2/$f"; fi
+  done < <(cd "$1" && find . -type f -print0)
+  while IFS= read -r -d '' f; do
+    [[ -e "$1/$f" ]] || rm -f "$2/$f"
+  done < <(cd "$2" && find . -type f -print0)
+}
 if [[ -n "${AB_PREBUILD:-}" ]]; then
+  src=/tmp/ab-src b=/tmp/ab-build
+  mkdir -p "$src"
   while read -r name _; do
-    b="/tmp/ab-build/$name"
-    cmake -S ".ab/$name" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DB12X_TORCH=OFF >/dev/null
+    start=$SECONDS
+    sync_tree ".ab/$name" "$src"
+    cmake -S "$src" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DB12X_TORCH=OFF >/dev/null
     cmake --build "$b" -j "$(nproc)" --target $AB_PREBUILD >/dev/null
     mkdir -p ".ab/bin/$name"
     for target in $AB_PREBUILD; do
@@ -30,6 +44,7 @@ if [[ -n "${AB_PREBUILD:-}" ]]; then
       [[ -x "$exe" ]] || exe="$b/tests/$target"
       strip -o ".ab/bin/$name/$(basename "$exe")" "$exe"  # (60 MB of debug info would not travel)
     done
+    echo "$name built in $((SECONDS - start)) s"
   done <.ab/trees.txt
 fi
 cat .ab/trees.txt
