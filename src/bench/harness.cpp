@@ -79,6 +79,16 @@ void replicate_prefix(void* dst, size_t pattern, size_t total) {
   B12X_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+std::vector<DeviceBuffer> repeated_copies(const void* pattern, size_t pattern_bytes, size_t bytes, int copies) {
+  std::vector<DeviceBuffer> out;
+  for (int c = 0; c < copies; ++c) {
+    out.emplace_back(bytes);
+    out.back().upload(pattern, pattern_bytes);
+    replicate_prefix(out.back().get(), pattern_bytes, bytes);
+  }
+  return out;
+}
+
 Stream::Stream() { B12X_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
 Stream::~Stream() {
   if (s_) cudaStreamDestroy(s_);

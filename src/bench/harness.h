@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "bench/stats.h"
 
@@ -47,6 +48,10 @@ uint64_t random_seed();
 // doubling device-to-device copies. total must be a multiple of pattern. Synchronous.
 void replicate_prefix(void* dst, size_t pattern, size_t total);
 
+// `copies` buffers of `bytes`, each the host `pattern` (pattern_bytes, dividing bytes) repeated: the
+// weights of a case, one per operand copy it is timed over (Timer::rotation_copies). Synchronous.
+std::vector<DeviceBuffer> repeated_copies(const void* pattern, size_t pattern_bytes, size_t bytes, int copies);
+
 // A non-blocking stream (graph capture needs one that is not the legacy default stream).
 class Stream {
  public:
@@ -67,12 +72,12 @@ class Stream {
 //  clean:  a read of 2x L2 (cuBLAS Sasum) before the call, which evicts the previous lines outside
 //          the events and leaves clean ones: the timed call pays only for its own traffic, as in a
 //          model where the L2 mostly holds the (clean) weights of earlier layers.
-//  rotate: (the default) no flush. The case binds rotation_copies() copies of its operands and the calls run back
-//          to back, each on the next copy, one event between consecutive calls: between two uses of
-//          a copy the other copies stream at least 2x L2 through the cache. A sample is one call
-//          including its launch gap, overlapped with the previous call as in a model's layer
-//          sequence (issue 4's "back-to-back calls, weights rotated"). Cases that bind one copy
-//          (time(const Call&)) fall back to the clean flush; each row's TimeStats::timing says which.
+//  rotate: the default. No flush: the case binds rotation_copies() copies of its operands and the
+//          calls run back to back, each on the next copy, one event between consecutive calls:
+//          between two uses of a copy the other copies stream at least 2x L2 through the cache. A
+//          sample is one call including its launch gap, overlapped with the previous call as in a
+//          model's layer sequence (issue 4's "back-to-back calls, weights rotated"). Cases that bind
+//          one copy (time(const Call&)) fall back to the clean flush; TimeStats::timing says which.
 enum class L2Flush { write, clean, rotate };
 
 // (rotation_copies(bytes, l2_bytes), the copy count, is in stats.h: host arithmetic.)

@@ -1,6 +1,7 @@
 #include "bench/weights.h"
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "b12x/formats/format.h"
@@ -35,9 +36,7 @@ PackedWeight random_tile(Format f, int64_t rows, int64_t k, std::mt19937_64& rng
 
 // One tensor of the tile, repeated `reps` times along its first dimension in device memory.
 TensorView upload_repeated(const TensorView& t, int64_t reps, DeviceBuffer& buf) {
-  buf = DeviceBuffer(t.nbytes() * static_cast<size_t>(reps));
-  buf.upload(t.data, t.nbytes());
-  replicate_prefix(buf.get(), t.nbytes(), buf.bytes());
+  buf = std::move(repeated_copies(t.data, t.nbytes(), t.nbytes() * static_cast<size_t>(reps), 1).front());
   std::vector<int64_t> shape = t.shape_vec();
   shape[0] *= reps;
   return TensorView(buf.get(), t.dtype, shape, Device::cuda(current_device()));

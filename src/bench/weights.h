@@ -36,15 +36,15 @@ struct DeviceWeight {
 // from `rng` in that order only, so a caller's later draws are reproducible from its seed. tile16:
 // the tile is repacked (formats/tile16.h) before it is repeated; tile16 is tile-major and the tile a
 // multiple of 16 rows, so the repeated bytes are the tile16 layout of the whole [n, k] weight.
-// `copies` - 1 more device copies of w's bytes (the same values at other addresses), for timing with
-// rotated operands (L2Flush::rotate); views()[0] is w.view itself.
+DeviceWeight random_device_weight(Format format, int64_t n, int64_t k, std::mt19937_64& rng,
+                                  RowExponents rows = {}, WeightLayout layout = WeightLayout::checkpoint);
+
+// w's view and `copies` - 1 more device copies of its bytes (the same values at other addresses), for
+// timing with rotated operands (L2Flush::rotate); views[0] is w.view itself.
 struct WeightCopies {
   std::vector<DeviceBuffer> data, scale;
   std::vector<WeightView> views;
 };
 WeightCopies copy_device_weight(const DeviceWeight& w, int copies);
-
-DeviceWeight random_device_weight(Format format, int64_t n, int64_t k, std::mt19937_64& rng,
-                                  RowExponents rows = {}, WeightLayout layout = WeightLayout::checkpoint);
 
 }  // namespace b12x::bench

@@ -60,12 +60,8 @@ double cublas_baseline_us(Context& ctx, const Shape& s) {
   DeviceBuffer x(xh.size() * 2), y(static_cast<size_t>(s.m * s.n) * 2);
   x.upload(xh.data(), x.bytes());
   // One weight per operand copy the timer rotates over (one unless --l2-flush rotate).
-  std::vector<DeviceBuffer> w;
-  for (int c = 0; c < ctx.timer().rotation_copies(w_bytes); ++c) {
-    w.emplace_back(w_bytes);
-    w.back().upload(wt.data(), wt.size() * 2);
-    replicate_prefix(w.back().get(), wt.size() * 2, w_bytes);
-  }
+  const std::vector<DeviceBuffer> w =
+      repeated_copies(wt.data(), wt.size() * 2, w_bytes, ctx.timer().rotation_copies(w_bytes));
   Blas& blas = ctx.blas();
   std::vector<Call> calls;
   for (const DeviceBuffer& wc : w)

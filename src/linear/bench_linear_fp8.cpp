@@ -52,12 +52,9 @@ double cublaslt_fp8_us(Context& ctx, const Shape& s) {
   const size_t w_bytes = static_cast<size_t>(s.n * s.k);
   DeviceBuffer x(xh.size()), y(static_cast<size_t>(s.m * s.n) * 2);
   x.upload(xh.data(), x.bytes());
-  std::vector<DeviceBuffer> w;  // one per operand copy the timer rotates over (one unless rotating)
-  for (int c = 0; c < ctx.timer().rotation_copies(w_bytes); ++c) {
-    w.emplace_back(w_bytes);
-    w.back().upload(wt.data(), wt.size());
-    replicate_prefix(w.back().get(), wt.size(), w_bytes);
-  }
+  // One weight per operand copy the timer rotates over (one unless rotating).
+  const std::vector<DeviceBuffer> w =
+      repeated_copies(wt.data(), wt.size(), w_bytes, ctx.timer().rotation_copies(w_bytes));
   std::vector<Call> calls;
   for (const DeviceBuffer& wc : w)
     calls.push_back([&, p = wc.get()](cudaStream_t st) { gemm.run(x.get(), p, y.get(), st); });
