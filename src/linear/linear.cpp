@@ -235,8 +235,8 @@ constexpr int kMmaTile = 16;  // output rows per warp group (the MMA's M)
 int mma_token_tiles(int64_t bucket) { return bucket <= 8 ? 1 : 2; }
 
 // Runs (32 K elements) per kernel step: device::mma_runs_per_step; mma_iq2: one 256-element block.
-int mma_runs_per_step(Format f, int token_tiles) {
-  return is_iq2_format(f) ? 8 : device::mma_runs_per_step(static_cast<int>(f), token_tiles);
+int mma_runs_per_step(Format f, int token_tiles, bool tile16_layout) {
+  return is_iq2_format(f) ? 8 : device::mma_runs_per_step(static_cast<int>(f), token_tiles, tile16_layout);
 }
 
 KernelSpec make_mma_spec(const Caps& caps, int token_tiles) {
@@ -263,7 +263,7 @@ KernelSpec make_mma_spec(const Caps& caps, int token_tiles) {
 //   2 / 1; FP8 / NVFP4 within +-4% of the best, MXFP8 7% behind ksplit 4.
 int choose_mma_ksplit(const Caps& caps, int token_tiles, int sm_count) {
   const int64_t tiles = (caps.n + kMmaTile - 1) / kMmaTile;
-  const int runs_per_step = mma_runs_per_step(caps.format, token_tiles);
+  const int runs_per_step = mma_runs_per_step(caps.format, token_tiles, tile16(caps));
   const int64_t steps = (caps.k / kRun + runs_per_step - 1) / runs_per_step;
   // mma_iq2: one CTA per SM is enough. Its warps are latency-bound (H200 ncu, IQ2_XXS M = 1: 48% issue
   // slots busy, 1.06 eligible warps per scheduler), so long-lived warps that fill the codebook and the

@@ -65,10 +65,12 @@ constexpr int mma_lane_words(int format) {
 }
 
 // Runs per step: 16 bytes per row and lane (32 for 16-bit weights) per step, two steps in flight;
-// for fp8_block a step is 4 runs, one 128-wide scale block. Q8_0 with 16 tokens takes 2 (its 16-bit
-// loads and d words need the registers: 4 spill on sm_90a / sm_120a).
-constexpr int mma_runs_per_step(int format, int token_tiles) {
-  return mma_lane_words(format) == 4 || (format == kFmtQ8_0 && token_tiles == 2) ? 2 : 4;
+// for fp8_block a step is 4 runs, one 128-wide scale block. Q8_0 with 16 tokens takes 2 in the
+// checkpoint kernel (its 16-bit loads and d words need the registers: 4 runs spill 8 bytes with F16 x,
+// sm_90a / sm_120a) but 4 in the tile16 kernel (`tile16`; its ring, not registers, holds the steps in
+// flight: 120 / 106 registers, no spill; H100 2026-12-07: NOTES.md).
+constexpr int mma_runs_per_step(int format, int token_tiles, bool tile16 = false) {
+  return mma_lane_words(format) == 4 || (format == kFmtQ8_0 && token_tiles == 2 && !tile16) ? 2 : 4;
 }
 
 // Accumulator sets: with one token tile, consecutive runs alternate between two so that the MMAs
@@ -174,9 +176,9 @@ namespace b12x {
 namespace device {
 
 // One step's weight bytes and raw scale bytes of a lane (rows lo = g, hi = g + 8 of the tile).
-template <int kFormat, int kNT>
+template <int kFormat, int kNT, int kRuns = mma_runs_per_step(kFormat, kNT)>
 struct MmaStep {
-  static constexpr int kWords = mma_lane_words(kFormat), kU = mma_runs_per_step(kFormat, kNT);
+  static constexpr int kWords = mma_lane_words(kFormat), kU = kRuns;
   unsigned lo[kU][kWords], hi[kU][kWords];
   unsigned s_lo, s_hi;          // byte u: run u's MX UE8M0 byte / NVFP4 E4M3 group scale byte
   // Q8_0: the blocks' FP16 d, two per word (run u in half u % 2 of word u / 2)
@@ -264,12 +266,12 @@ B12X_DEV void mma_zero_acc(float (&acc)[kSets][kNT][4]) {
 // MMAs of one step into acc[mma_acc_sets(kNT)][kNT][4] (run u into set u % sets; the sets are
 // summed at the end in a fixed order). kSplit: E4M3 words in the tile16 byte order; kFull: the
 // step's kU runs all lie inside K (no per-run bounds checks).
-template <int kFormat, int kNT, int kT, bool kTrackNan, bool kSplit = false, bool kFull = false>
-B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT>& st, const unsigned char* x, int m, unsigned x_row_bytes,
+template <int kFormat, int kNT, int kT, bool kTrackNan, bool kSplit = false, bool kFull = false, int kRuns>
+B12X_DEV void mma_compute_step(const MmaStep<kFormat, kNT, kRuns>& st, const unsigned char* x, int m, unsigned x_row_bytes,
                                long long s, const MmaLane& l, float (&acc)[mma_acc_sets(kNT)][kNT][4],
                                unsigned& nan_lo, unsigned& nan_hi) {
   constexpr int kSets = mma_acc_sets(kNT);
-  constexpr int kWords = MmaStep<kFormat, kNT>::kWords, kU = MmaStep<kFormat, kNT>::kU;
+  constexpr int kWords = MmaStep<kFormat, kNT, kRuns>::kWords, kU = kRuns;
   const long long j0 = s * kU;
   // B fragments of the whole step first (x is L1/L2-resident, but waiting for it run by run exposes
   // its latency): x[token][run j][8t .. 8t+7]; tokens >= m and runs past K are zero columns.

@@ -42,7 +42,7 @@ constexpr int tile16_warp_smem_budget(int format, int token_tiles) {
 
 // One stage: kU data chunks, then kU scale chunks (16-byte multiples).
 constexpr int tile16_stage_bytes(int format, int token_tiles) {
-  return mma_runs_per_step(format, token_tiles) * (tile16_chunk_bytes(format) + tile16_scale_chunk_bytes(format));
+  return mma_runs_per_step(format, token_tiles, true) * (tile16_chunk_bytes(format) + tile16_scale_chunk_bytes(format));
 }
 constexpr int tile16_stages(int format, int token_tiles) {
   return tile16_warp_smem_budget(format, token_tiles) / tile16_stage_bytes(format, token_tiles) > 8
@@ -79,7 +79,7 @@ B12X_DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(kPe
 template <int kFormat, int kNT>
 B12X_DEV void tile16_issue_lanes(const unsigned char* src, const unsigned char* scale_src, int live, unsigned dst,
                                  int lane) {
-  constexpr int kU = mma_runs_per_step(kFormat, kNT);
+  constexpr int kU = mma_runs_per_step(kFormat, kNT, true);
   constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
   constexpr int kSlot = 2 * tile16_lane_row_bytes(kFormat);  // a lane's bytes per run
   B12X_UNROLL
@@ -104,7 +104,7 @@ B12X_DEV void tile16_issue_lanes(const unsigned char* src, const unsigned char* 
 // the scales; every copy costs issue slots, and the FP4 kernels are issue-bound).
 template <int kFormat, int kNT>
 B12X_DEV void tile16_issue_full(const unsigned char* src, const unsigned char* scale_src, unsigned dst, int lane) {
-  constexpr int kU = mma_runs_per_step(kFormat, kNT);
+  constexpr int kU = mma_runs_per_step(kFormat, kNT, true);
   constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
   constexpr int kPieces = kU * kC / 16, kScalePieces = kU * kSC / 16;
   static_assert(kU * kC % 16 == 0 && kScalePieces <= 32, "16-byte pieces; one scale piece per lane");
@@ -119,9 +119,9 @@ B12X_DEV void tile16_issue_full(const unsigned char* src, const unsigned char* s
 
 // Every lane: its fragments of step s from the stage (runs past K read as zeros, whatever the stage
 // holds there; kFull: every run of the step lies inside K), in the registers mma_compute_step takes.
-template <int kFormat, int kNT, bool kFull>
-B12X_DEV void tile16_read(const unsigned char* stage, const MmaLane& l, long long s, MmaStep<kFormat, kNT>& st) {
-  constexpr int kWords = MmaStep<kFormat, kNT>::kWords, kU = MmaStep<kFormat, kNT>::kU;
+template <int kFormat, int kNT, bool kFull, int kRuns>
+B12X_DEV void tile16_read(const unsigned char* stage, const MmaLane& l, long long s, MmaStep<kFormat, kNT, kRuns>& st) {
+  constexpr int kWords = MmaStep<kFormat, kNT, kRuns>::kWords, kU = kRuns;
   constexpr int kC = tile16_chunk_bytes(kFormat), kSC = tile16_scale_chunk_bytes(kFormat);
   const int lane = 4 * l.g + l.t;
   const long long j0 = s * kU;
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
   static_assert(mma_supports(kFormat, kAct) && tile16_supported(kFormat), "format not served by the MMA path");
   static_assert(kNT == 1 || kNT == 2, "token tiles: 1 or 2");
   constexpr int kT = kAct;
-  constexpr int kU = mma_runs_per_step(kFormat, kNT);
+  constexpr int kU = mma_runs_per_step(kFormat, kNT, true);
   constexpr int kStages = tile16_stages(kFormat, kNT), kStageBytes = tile16_stage_bytes(kFormat, kNT);
   static_assert(kStages >= 2, "ring of at least two stages");
   constexpr bool kTrackNan = mma_track_nan(kFormat, kT);
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(device::kMmaThreads, device::tile16_min_blocks
     }
   };
 
-  MmaStep<kFormat, kNT> st;
+  MmaStep<kFormat, kNT, kU> st;
   for (int i = 0; i < kStages; ++i) {  // one commit group per stage, empty ones included
     if (i < count) issue(s_begin + i, ring_addr + i * kStageBytes, BoolConst<false>{});
     cp_async_commit();
