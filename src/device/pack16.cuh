@@ -131,13 +131,24 @@ B12X_DEV unsigned e2m1x2_bits(unsigned w, int j) {
 // placed like e2m1x2_bits. Nibbles i and i+4 already sit 16 bits apart, so this costs two shifts and
 // two masks, against e2m1x2_bits' byte permute more; the MMA kernels pair the activations the same
 // way (elements i and i+4 in one register).
+// BF16: the two nibbles alone (one mask; pairs 2 and 3 from w >> 8, one shift shared by both), then
+// one multiply by 2^(6 - 4j) + 2^(12 - 4j) makes two copies of each, one with the magnitude at bits
+// 6..8 (22..24), one with the sign at bit 15 (31); the copies span bits 6..9 and 12..15 of each half,
+// disjoint, so the product is their OR, and a last mask keeps the placed bits. 3 instructions per
+// pair (the multiply on the FMA pipe) against 4 for two shifted copies (sm_90a SASS, 2026-12-07).
+// F16's magnitude sits at bits 9..11, so its copies would overlap at bit 12: two shifts there.
 template <int kT>
 B12X_DEV unsigned e2m1x2_bits_spread(unsigned w, int i) {
-  constexpr int kMag = kT == kPackBf16 ? 6 : 9;  // where the magnitude of nibble 0 goes
-  constexpr unsigned kMagMask = kT == kPackBf16 ? 0x01C001C0u : 0x0E000E00u;
-  const int up = kMag - 4 * i;
-  const unsigned mag = up >= 0 ? w << up : w >> -up;
-  return (mag & kMagMask) | ((w << (12 - 4 * i)) & 0x80008000u);
+  if constexpr (kT == kPackBf16) {
+    const unsigned v = i < 2 ? w : w >> 8;
+    const int j = i & 1;
+    const unsigned nibbles = v & (0x000F000Fu << (4 * j));
+    return (nibbles * ((1u << (6 - 4 * j)) + (1u << (12 - 4 * j)))) & 0x81C081C0u;
+  } else {
+    const int up = 9 - 4 * i;  // where the magnitude of nibble i goes
+    const unsigned mag = up >= 0 ? w << up : w >> -up;
+    return (mag & 0x0E000E00u) | ((w << (12 - 4 * i)) & 0x80008000u);
+  }
 }
 
 // Elements 2j and 2j+1 of eight packed E2M1 codes as a kT pair (exact).
