@@ -241,6 +241,9 @@ void check_fast_encoders(std::mt19937_64& rng, int64_t& bad_e4m3, int64_t& bad_e
     const float sb = e4m3_to_f32(static_cast<uint8_t>(dev::pack_e4m3x2_no_nan(t, 0.0f) & 0xFF));
     EXPECT_EQ(bits_of(sb), bits_of(e4m3_to_f32(f32_to_e4m3(amax_g / 6.0f)))) << amax_g;
     bad_e2m1 += quant::e2m1_divided(f, g, sb) != quant::e2m1_by_rcp<kIn>(raw, f, g, sb, dev::rcp_rn(sb));
+    // A normal scale: the kernel's loop without saturation (every quotient below 6.4).
+    if (sb >= 0x1p-6f)
+      bad_e2m1 += quant::e2m1_divided(f, g, sb) != quant::e2m1_by_rcp<kIn, false>(raw, f, g, sb, dev::rcp_rn(sb));
   }
 }
 

@@ -238,15 +238,17 @@ B12X_DEV unsigned e2m1_divided(const float (&f)[8], float g, float sb) {
 // given r = rcp_rn(sb): the codes of div_by_rcp(|f_i| g, sb, r) with the signs of x; 0 for sb = 0.
 // (A block with amax g <= 2688 = 6 * 448 meets it: sb = e4m3(amax g / 6) is then at least
 // 15/16 of amax g / 6, or a subnormal k 2^-9 >= 2/3 of it, so every quotient is at most 9.)
-template <int kIn>
+// kSat = false: every quotient below 7, so no code saturates (the min per element is left out).
+// A block whose sb is a normal E4M3 value (>= 2^-6) meets it: its quotients are at most 6 * 16/15.
+template <int kIn, bool kSat = true>
 B12X_DEV unsigned e2m1_by_rcp(const Raw<kIn>& raw, const float (&f)[8], float g, float sb, float r) {
   if (sb == 0.0f) return 0u;
   // Biased codes summed at their nibbles: the biases come out in one subtraction (mod 2^32).
   unsigned w = 0;
   B12X_UNROLL
   for (int i = 0; i < 8; ++i) {
-    const float y = device::mul_rn(device::abs_f32(f[i]), g);
-    w += device::e2m1_code_biased(device::div_by_rcp(y, sb, r)) << (4 * i);
+    const float q = device::div_by_rcp(device::mul_rn(device::abs_f32(f[i]), g), sb, r);
+    w += (kSat ? device::e2m1_code_biased(q) : device::e2m1_code_biased_below7(q)) << (4 * i);
   }
   return (w - device::kE2m1Bias * 0x11111111u) | sign_nibbles<kIn>(raw);
 }
@@ -450,8 +452,15 @@ __global__ void __launch_bounds__(kQuantThreads, kQuantMinCtas<kIn>)
       // amax g / 6 < 2^-10 (amax g < 2^-100 in particular) has scale code 0: all codes 0.
       byte = device::pack_e4m3x2_no_nan(amax_g < 0x1p-100f ? 0.0f : device::div_amax(amax_g, 6.0f), 0.0f) & 0xFFu;
       const float2 sb = scale_table[byte];
-      w0 = e2m1_by_rcp<kIn>(raw[s][0], f0, g, sb.x, sb.y);
-      w1 = e2m1_by_rcp<kIn>(raw[s][1], f1, g, sb.x, sb.y);
+      // Scale codes >= 8 are normal: no code saturates. Voted per warp, so that a warp runs one
+      // of the two loops (a subnormal block scale, amax g < 6 * 2^-6, is rare in real activations).
+      if (__all_sync(__activemask(), byte >= 8u)) {
+        w0 = e2m1_by_rcp<kIn, false>(raw[s][0], f0, g, sb.x, sb.y);
+        w1 = e2m1_by_rcp<kIn, false>(raw[s][1], f1, g, sb.x, sb.y);
+      } else {
+        w0 = e2m1_by_rcp<kIn>(raw[s][0], f0, g, sb.x, sb.y);
+        w1 = e2m1_by_rcp<kIn>(raw[s][1], f1, g, sb.x, sb.y);
+      }
     } else {  // NaN / Inf / saturating blocks, or a g that is not finite and positive
       byte = device::f32_to_e4m3_sat(device::div_rn(amax_g, 6.0f));
       const float sb = device::e4m3_to_f32(byte);

@@ -8,8 +8,9 @@ namespace b12x {
 #if defined(__CUDACC__)
 // nvfp4: for every positive E4M3 scale sb (codes 1..126) and every FP32 y in [0, 2^13) with
 // y / sb < 16 (the fast path's range; signs alternating), e2m1_by_rcp(y, g = 1, sb) must equal
-// e2m1_divided. Work item i: sb code 1 + i / kPer, y bits 8 (i % kPer) + 0..7. counters[0] counts
-// mismatching words, first_bad[0] the smallest failing i.
+// e2m1_divided, and for normal scales (codes >= 8) and y < 6.5 sb so must the unsaturated
+// e2m1_by_rcp<.., false> (the fast path's loop for those scales). Work item i: sb code 1 + i / kPer,
+// y bits 8 (i % kPer) + 0..7. counters[0] counts failing items, first_bad[0] the smallest one.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
     e2m1_by_rcp_selftest_kernel(unsigned long long begin, unsigned long long end, unsigned long long* counters,
@@ -33,7 +34,22 @@ __global__ void __launch_bounds__(kThreads)
     }
     raw.w[0] = {w[0], w[1], w[2], w[3]};
     raw.w[1] = {w[4], w[5], w[6], w[7]};
-    if (quant::e2m1_by_rcp<quant::kInF32>(raw, f, 1.0f, sb, device::rcp_rn(sb)) != quant::e2m1_divided(f, 1.0f, sb)) {
+    bool bad = quant::e2m1_by_rcp<quant::kInF32>(raw, f, 1.0f, sb, device::rcp_rn(sb)) != quant::e2m1_divided(f, 1.0f, sb);
+    // Normal scales (codes >= 8): the unsaturated loop on every y < 6.5 sb (the fast path's
+    // quotients stay below 6.4), the same y clamped there.
+    const unsigned limit_unsat = device::f32_bits(device::mul_rn(sb, 6.5f));
+    if (code >= 8 && y0 < limit_unsat) {
+      B12X_UNROLL
+      for (int j = 0; j < 8; ++j) {
+        w[j] = (y0 + j < limit_unsat ? y0 + j : limit_unsat - 1) | ((j & 1u) << 31);
+        f[j] = device::f32_from_bits(w[j]);
+      }
+      raw.w[0] = {w[0], w[1], w[2], w[3]};
+      raw.w[1] = {w[4], w[5], w[6], w[7]};
+      bad = bad || quant::e2m1_by_rcp<quant::kInF32, false>(raw, f, 1.0f, sb, device::rcp_rn(sb)) !=
+                       quant::e2m1_divided(f, 1.0f, sb);
+    }
+    if (bad) {
       atomicAdd(&counters[0], 1ull);
       atomicMin(&first_bad[0], i);
     }
