@@ -449,8 +449,10 @@ __global__ void __launch_bounds__(kQuantThreads, kQuantMinCtas<kIn>)
     const float amax = device::amax_from_abs_bits(amax_finish<kIn>(m)), amax_g = device::mul_rn(amax, g);
     unsigned byte, w0, w1;
     if (fast && amax_g <= 2688.0f) {  // e2m1_by_rcp's range (NaN is not)
-      // amax g / 6 < 2^-10 (amax g < 2^-100 in particular) has scale code 0: all codes 0.
-      byte = device::pack_e4m3x2_no_nan(amax_g < 0x1p-100f ? 0.0f : device::div_amax(amax_g, 6.0f), 0.0f) & 0xFFu;
+      // amax g / 6 < 2^-10 (amax g < 2^-100 in particular) has scale code 0: all codes 0. Above
+      // 2^-100 (and <= 2688 here) div_amax's division by reciprocal applies: no range branch.
+      byte = device::pack_e4m3x2_no_nan(amax_g < 0x1p-100f ? 0.0f : device::div_by_rcp(amax_g, 6.0f, 1.0f / 6.0f), 0.0f) &
+             0xFFu;
       const float2 sb = scale_table[byte];
       // Scale codes >= 8 are normal: no code saturates. Voted per warp, so that a warp runs one
       // of the two loops (a subnormal block scale, amax g < 6 * 2^-6, is rare in real activations).
