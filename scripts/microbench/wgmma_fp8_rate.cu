@@ -230,7 +230,9 @@ __global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, 
       for (int it = 0; it < kBlocks * kSub; ++it) {
         const int s = it % kSlots;
         if (it >= kSlots) mbar_wait(kMode == kContend ? full(s) : empty(s), ((it / kSlots) - 1) & 1);
-        const unsigned char* from = src + ((blockIdx.x * 7LL + it) % 1024) * kSlotBytes;
+        // Slot-sized pieces of the 24 MiB source (512 of 48 KiB, 1024 of 24 KiB): % 1024 with 48 KiB
+        // slots ran past its end (the 2026-12-07 call's illegal address in `feed`).
+        const unsigned char* from = src + ((blockIdx.x * 7LL + it) % (kFeedSrcBytes / kSlotBytes)) * kSlotBytes;
         mbar_arrive_expect_tx(full(s), kCopy);
         bulk_load(ring + s * kSlotBytes, from, kCopy, full(s));
       }
