@@ -143,20 +143,17 @@ B12X_DEV unsigned f32_to_e2m1_sat(float x) {
 // k + 2 E = k + (M >> 22) - 298. The bias 298 stays in (saturation at 7 + 298), so callers packing
 // eight codes subtract 298 * 0x11111111 once per word (e2m1_code_nonneg does it for one).
 constexpr unsigned kE2m1Bias = 298u;
-B12X_DEV unsigned e2m1_code_biased(float q) {
-  const unsigned e = f32_bits(q) & 0x7F800000u;
-  const unsigned m = e + (22u << 23) > 0x4A800000u ? e + (22u << 23) : 0x4A800000u;
-  const unsigned code = (f32_bits(add_rn(q, f32_from_bits(m))) & 0x7FFFFFu) + (m >> 22);
-  return code < 7u + kE2m1Bias ? code : 7u + kE2m1Bias;
-}
-B12X_DEV unsigned e2m1_code_nonneg(float q) { return e2m1_code_biased(q) - kE2m1Bias; }
-// e2m1_code_biased for 0 <= q < 7, where no code passes 7 (q rounds to at most 6): no saturation.
-// The code is then k + 2 E + 298 = the sum's mantissa plus its bits above bit 22.
+// Without the saturation, for 0 <= q < 7, where no code passes 7 (q rounds to at most 6).
 B12X_DEV unsigned e2m1_code_biased_below7(float q) {
   const unsigned e = f32_bits(q) & 0x7F800000u;
   const unsigned m = e + (22u << 23) > 0x4A800000u ? e + (22u << 23) : 0x4A800000u;
   return (f32_bits(add_rn(q, f32_from_bits(m))) & 0x7FFFFFu) + (m >> 22);
 }
+B12X_DEV unsigned e2m1_code_biased(float q) {
+  const unsigned code = e2m1_code_biased_below7(q);
+  return code < 7u + kE2m1Bias ? code : 7u + kE2m1Bias;
+}
+B12X_DEV unsigned e2m1_code_nonneg(float q) { return e2m1_code_biased(q) - kE2m1Bias; }
 
 // UE8M0 scale byte by the ceil rule of the host (scalar.h): the smallest 2^X with amax / 2^X <=
 // elem_max, from the bits of t = amax / elem_max; 0 -> 127, NaN or Inf -> 255.

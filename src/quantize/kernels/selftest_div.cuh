@@ -25,27 +25,25 @@ __global__ void __launch_bounds__(kThreads)
     const unsigned limit = device::f32_bits(device::mul_rn(sb, 16.0f));  // y < 16 sb
     if (y0 >= limit) continue;
     quant::Raw<quant::kInF32> raw;
-    unsigned w[8];
     float f[8];
-    B12X_UNROLL
-    for (int j = 0; j < 8; ++j) {
-      w[j] = (y0 + j < limit ? y0 + j : limit - 1) | ((j & 1u) << 31);
-      f[j] = device::f32_from_bits(w[j]);
-    }
-    raw.w[0] = {w[0], w[1], w[2], w[3]};
-    raw.w[1] = {w[4], w[5], w[6], w[7]};
-    bool bad = quant::e2m1_by_rcp<quant::kInF32>(raw, f, 1.0f, sb, device::rcp_rn(sb)) != quant::e2m1_divided(f, 1.0f, sb);
-    // Normal scales (codes >= 8): the unsaturated loop on every y < 6.5 sb (the fast path's
-    // quotients stay below 6.4), the same y clamped there.
-    const unsigned limit_unsat = device::f32_bits(device::mul_rn(sb, 6.5f));
-    if (code >= 8 && y0 < limit_unsat) {
+    // The item's 8 inputs y0 + j (clamped below `below`, signs alternating) into f and raw.
+    auto inputs = [&](unsigned below) {
+      unsigned w[8];
       B12X_UNROLL
       for (int j = 0; j < 8; ++j) {
-        w[j] = (y0 + j < limit_unsat ? y0 + j : limit_unsat - 1) | ((j & 1u) << 31);
+        w[j] = (y0 + j < below ? y0 + j : below - 1) | ((j & 1u) << 31);
         f[j] = device::f32_from_bits(w[j]);
       }
       raw.w[0] = {w[0], w[1], w[2], w[3]};
       raw.w[1] = {w[4], w[5], w[6], w[7]};
+    };
+    inputs(limit);
+    bool bad = quant::e2m1_by_rcp<quant::kInF32>(raw, f, 1.0f, sb, device::rcp_rn(sb)) != quant::e2m1_divided(f, 1.0f, sb);
+    // Normal scales (codes >= 8): the unsaturated loop on every y < 6.5 sb (the fast path's
+    // quotients stay below 6.4).
+    const unsigned limit_unsat = device::f32_bits(device::mul_rn(sb, 6.5f));
+    if (code >= 8 && y0 < limit_unsat) {
+      inputs(limit_unsat);
       bad = bad || quant::e2m1_by_rcp<quant::kInF32, false>(raw, f, 1.0f, sb, device::rcp_rn(sb)) !=
                        quant::e2m1_divided(f, 1.0f, sb);
     }
