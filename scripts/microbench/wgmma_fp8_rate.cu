@@ -24,11 +24,23 @@
 //   *-8x64K  the same 192 KiB as 8 slots of 64-K half blocks (more, smaller copies in flight)
 //   *-half   on half the SMs: if the per-CTA rate rises, the limit is shared (L2), not per SM
 //   wide192, wide320  fed like feed with wider tiles: fewer bytes per MAC into the SM (below)
-// Build and run on the GPU machine: nvcc -std=c++20 -O3 -arch=sm_90a -I src -I include
-//   scripts/microbench/wgmma_fp8_rate.cu -o /tmp/wgmma_rate && /tmp/wgmma_rate
+//   tma-*    the GEMM's own feed: tensor-map boxes (W {128 K, 128 rows}, x {128 K, 256 rows}, 128-byte
+//            swizzle) of a W [8192, 8192] and an x [4096, 8192] E4M3 (96 MiB: L2 misses as in the GEMM;
+//            -l2: rows modulo 1024, 16 MiB that stay in L2), walked as wgmma_fp8 walks 4096x8192x8192
+//            (1024 units of 64 blocks, token blocks fastest); -mc2: clusters of 2 sharing the x box by
+//            multicast, as B12X_CLUSTERS=1 does. Does the bulk copies' multicast gain survive boxes?
+//            -rand: random E4M3 operands (every other row has zeros: the tensor cores' power is
+//            data-dependent, and the GEMM runs on random data)
+//   *-mc2    in clusters of 2 CTAs: each loads its own A and half of B, multicast to both, so L2
+//            sends 32 KiB per CTA and block instead of 48 while each SM still receives 48: if the
+//            rate rises, L2's output (not the SMs' intake) is the limit and multicast is the lever
+// Build and run on the GPU machine (a name fragment as argument runs only the rows that have it): nvcc -std=c++20 -O3 -arch=sm_90a -I src -I include
+//   scripts/microbench/wgmma_fp8_rate.cu -o /tmp/wgmma_rate -lcuda && /tmp/wgmma_rate
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "device/convert.cuh"
@@ -206,10 +218,21 @@ enum FeedMode {
               // the tensor cores' rate under the copies' shared-memory writes
 };
 
-// kSlots ring slots of kSlotBytes (the 192 KiB split: 4 x 48 KiB, or 8 x 24 KiB of 64-K blocks).
-template <int kMode, int kSlots>
+// B's half (16 KiB) into offset dst of both CTAs of a 2-CTA cluster, each barrier at bar counting it.
+__device__ void bulk_load_mc2(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;" ::"r"(
+          dst),
+      "l"(src), "r"(bytes), "r"(bar), "h"(static_cast<unsigned short>(3))
+      : "memory");
+}
+
+// kSlots ring slots of kSlotBytes (the 192 KiB split: 4 x 48 KiB, or 8 x 24 KiB of 64-K blocks);
+// kCluster 2: launched in clusters of 2 whose CTAs share B by multicast (4 slots only).
+template <int kMode, int kSlots, int kCluster = 1>
 __global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, unsigned char* y, float* out) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(kCluster == 1 || (kSlots == 4 && (kMode == kFeed || kMode == kCopyOnly)));
   constexpr int kSlotBytes = 4 * kFeedStage / kSlots;  // a 128-K block (48 KiB) or a 64-K half (24 KiB)
   constexpr int kSub = kFeedStage / kSlotBytes;         // slots per 128-K block: 1 or 2
   constexpr int kCopy = kMode == kFeedA ? kSlotBytes / 3 : kSlotBytes;  // bytes copied per slot
@@ -219,11 +242,29 @@ __global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, 
   auto full = [&](int s) { return bars + 8u * s; };
   auto empty = [&](int s) { return bars + 8u * (kFeedMaxSlots + s); };
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kSlots; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
+    for (int s = 0; s < kSlots; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8 * kCluster);
     mbar_init_fence();
   }
-  __syncthreads();
+  barriers_ready<kCluster>();
   const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  if (wg == 2 && kCluster > 1) {  // producer of a cluster CTA: own A, half of the shared B
+    warpgroup_regs_dec<40>();
+    if (warp == 0 && lane == 0) {
+      const unsigned rank = cluster_cta_rank();
+      constexpr long long kPieces = kFeedSrcBytes / kSlotBytes;
+      for (int it = 0; it < kBlocks; ++it) {
+        const int s = it % kSlots;
+        if (it >= kSlots) mbar_wait(empty(s), ((it / kSlots) - 1) & 1);
+        const unsigned char* a = src + ((blockIdx.x * 7LL + it) % kPieces) * kSlotBytes;
+        const unsigned char* b = src + (((blockIdx.x / 2) * 7LL + it + 1) % kPieces) * kSlotBytes + 16384 * (1 + rank);
+        mbar_arrive_expect_tx(full(s), kSlotBytes);
+        bulk_load(ring + s * kSlotBytes, a, 16384, full(s));
+        bulk_load_mc2(ring + s * kSlotBytes + 16384 * (1 + rank), b, 16384, full(s));
+      }
+    }
+    cluster_exit_sync<kCluster>();
+    return;
+  }
   if (wg == 2) {  // producer
     warpgroup_regs_dec<40>();
     if (warp == 0 && lane == 0) {
@@ -274,15 +315,15 @@ __global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, 
       }
       if constexpr (kMode == kCopyOnly) {
         __syncwarp();
-        if (lane == 0) mbar_arrive(empty(s));
+        if (lane == 0) mbar_arrive_all<kCluster>(empty(s));
       } else if constexpr (kMode != kContend) {
-        if (it > it0 && lane == 0) mbar_arrive(empty((it - 1) % kSlots));
+        if (it > it0 && lane == 0) mbar_arrive_all<kCluster>(empty((it - 1) % kSlots));
       }
     }
     wgmma_wait<0>();
     wgmma_fence_regs(acc);
     if constexpr (kMode != kCopyOnly && kMode != kContend)
-      if (lane == 0) mbar_arrive(empty((it0 + kTileBlocks * kSub - 1) % kSlots));
+      if (lane == 0) mbar_arrive_all<kCluster>(empty((it0 + kTileBlocks * kSub - 1) % kSlots));
     if constexpr (kMode == kFeedEpi) {
       // The GEMM's epilogue for tile (blockIdx.x + gridDim.x r) of 16 x 64 (256 tokens x 128 rows, N = 8192).
       const int tile = (blockIdx.x + gridDim.x * (it0 / kTileBlocks)) % 1024, m_blk = tile % 16, w_blk = tile / 16;
@@ -305,6 +346,7 @@ __global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, 
   }
   for (int i = 0; i < 128; ++i) sum += acc[i];
   if (sum == 12345.0f) out[threadIdx.x] = sum;
+  cluster_exit_sync<kCluster>();
 #else
   (void)src, (void)y, (void)out;
 #endif
@@ -336,8 +378,8 @@ void report_fed(const char* name, float ms, double flop, double bytes, const cha
               bytes / (ms * 1e-3) / 1e12, extra, err == cudaSuccess ? "" : cudaGetErrorString(err));
 }
 
-// feed_kernel<kMode, kSlots> on `sms` CTAs.
-template <int kMode, int kSlots = 4>
+// feed_kernel<kMode, kSlots, kCluster> on `sms` CTAs (clusters of kCluster).
+template <int kMode, int kSlots = 4, int kCluster = 1>
 void feed_run(const char* name, int sms) {
   float* out;
   unsigned char *src, *y;
@@ -345,8 +387,16 @@ void feed_run(const char* name, int sms) {
   cudaMalloc(&src, kFeedSrcBytes);
   cudaMemset(src, 0, kFeedSrcBytes);
   cudaMalloc(&y, 4096LL * 8192 * 2);
-  cudaFuncSetAttribute(feed_kernel<kMode, kSlots>, cudaFuncAttributeMaxDynamicSharedMemorySize, kFeedSmem);
-  const float best = best_ms([&] { feed_kernel<kMode, kSlots><<<sms, 384, kFeedSmem>>>(src, y, out); });
+  auto kernel = feed_kernel<kMode, kSlots, kCluster>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kFeedSmem);
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr{};
+  cfg.gridDim = dim3(sms / kCluster * kCluster), cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = kFeedSmem;
+  attr.id = cudaLaunchAttributeClusterDimension, attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = 1,
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr, cfg.numAttrs = 1;
+  const float best = best_ms([&] { cudaLaunchKernelEx(&cfg, kernel, static_cast<const unsigned char*>(src), y, out); });
+  sms = sms / kCluster * kCluster;
   const cudaError_t err = cudaGetLastError();
   const double flop = 2.0 * sms * kBlocks * 2.0 * 64 * 256 * 128;
   const double bytes = static_cast<double>(sms) * kBlocks * (kMode == kFeedA ? kFeedStage / 3 : kFeedStage);
@@ -455,6 +505,141 @@ void wide_run(const char* name, int sms) {
   cudaFree(out), cudaFree(src);
 }
 
+// The GEMM's feed through tensor maps (tma-* rows): 4 slots of 16 KiB W + 32 KiB x, the GEMM's walk.
+template <bool kWgmma, int kCluster, bool kL2>
+__global__ void __launch_bounds__(384, 1) tma_kernel(const __grid_constant__ TmaMap w_map,
+                                                     const __grid_constant__ TmaMap x_map, float* out) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kSlots = 4, kStage = 48 * 1024, kUnits = 1024 / kCluster, kKb = 64, kMb = 16;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const unsigned ring = smem_u32(smem), bars = ring + kSlots * kStage;
+  auto full = [&](int s) { return bars + 8u * s; };
+  auto empty = [&](int s) { return bars + 8u * (kSlots + s); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kSlots; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8 * kCluster);
+    mbar_init_fence();
+  }
+  barriers_ready<kCluster>();
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const unsigned rank = kCluster > 1 ? cluster_cta_rank() : 0u;
+  const int first = blockIdx.x / kCluster, step = gridDim.x / kCluster;
+  if (wg == 2) {  // producer
+    warpgroup_regs_dec<40>();
+    if (warp == 0 && lane == 0) {
+      int it = 0;
+      for (int u = first; u < kUnits; u += step) {
+        const int m_blk = u % kMb, w_blk = kCluster * (u / kMb) + static_cast<int>(rank);
+        const int w_row = kL2 ? (128 * w_blk) % 1024 : 128 * w_blk, x_row = kL2 ? (256 * m_blk) % 1024 : 256 * m_blk;
+        for (int kb = 0; kb < kKb; ++kb, ++it) {
+          const int s = it % kSlots;
+          if (it >= kSlots) mbar_wait(empty(s), ((it / kSlots) - 1) & 1);
+          const unsigned st = ring + s * kStage;
+          mbar_arrive_expect_tx(full(s), kStage);
+          tma_load_2d(st, &w_map, 128 * kb, w_row, full(s));
+          tma_load_2d_shared<kCluster>(st + 16384, &x_map, 128 * kb, x_row, 256, 128, full(s), rank);
+        }
+      }
+    }
+    cluster_exit_sync<kCluster>();
+    return;
+  }
+  warpgroup_regs_inc<232>();
+  const int cw = wg;
+  float acc[128];
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  int it = 0;
+  for (int u = first; u < kUnits; u += step) {
+    for (int kb = 0; kb < kKb; ++kb, ++it) {
+      const int s = it % kSlots;
+      mbar_wait(full(s), (it / kSlots) & 1);
+      if constexpr (kWgmma) {
+        const unsigned long long a = wgmma_desc_sw128(ring + s * kStage + 8192 * cw);
+        const unsigned long long b = wgmma_desc_sw128(ring + s * kStage + 16384);
+        wgmma_fence_regs(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          wgmma_fp8<256>(acc, wgmma_desc_advance(a, 32 * kk), wgmma_desc_advance(b, 32 * kk), 1);
+        wgmma_commit();
+        wgmma_fence_regs(acc);
+        wgmma_wait<1>();
+        if (it > 0 && lane == 0) mbar_arrive_all<kCluster>(empty((it - 1) % kSlots));
+      } else {
+        __syncwarp();
+        if (lane == 0) mbar_arrive_all<kCluster>(empty(s));
+      }
+    }
+  }
+  wgmma_wait<0>();
+  wgmma_fence_regs(acc);
+  if (kWgmma && it > 0 && lane == 0) mbar_arrive_all<kCluster>(empty((it - 1) % kSlots));
+  float sum = 0.0f;
+  for (int i = 0; i < 128; ++i) sum += acc[i];
+  if (sum == 12345.0f) out[threadIdx.x] = sum;
+  cluster_exit_sync<kCluster>();
+#else
+  (void)w_map, (void)x_map, (void)out;
+#endif
+}
+
+// A row-major [rows, 8192] E4M3 matrix as a tensor map with box {128, box_rows}, 128-byte swizzle.
+TmaMap fp8_map(const void* base, unsigned long long rows, unsigned box_rows) {
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {8192, rows}, strides[1] = {8192};
+  const cuuint32_t box[2] = {128, box_rows}, elem[2] = {1, 1};
+  const CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims,
+                                            strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) std::printf("cuTensorMapEncodeTiled: %d\n", static_cast<int>(r));
+  TmaMap t;
+  static_assert(sizeof t == sizeof m);
+  std::memcpy(&t, &m, sizeof m);
+  return t;
+}
+
+// Random E4M3 codes (no NaN: 0x7F / 0xFF become 0x7E / 0xFE), for the tensor cores' data-dependent power.
+__global__ void fill_random_e4m3(unsigned char* p, long long n) {
+  for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += 256LL * gridDim.x) {
+    unsigned h = static_cast<unsigned>(i) * 2654435761u;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    const unsigned b = h & 0xFF;
+    p[i] = static_cast<unsigned char>((b & 0x7F) == 0x7F ? b ^ 1 : b);
+  }
+}
+
+// random: the operands hold random E4M3 codes instead of zeros.
+template <bool kWgmma, int kCluster, bool kL2>
+void tma_run(const char* name, int sms, bool random = false) {
+  float* out;
+  unsigned char *w, *x;
+  cudaMalloc(&out, 8192);
+  cudaMalloc(&w, 8192LL * 8192), cudaMalloc(&x, 4096LL * 8192);
+  cudaMemset(w, 0, 8192LL * 8192), cudaMemset(x, 0, 4096LL * 8192);
+  if (random) fill_random_e4m3<<<1024, 256>>>(w, 8192LL * 8192), fill_random_e4m3<<<1024, 256>>>(x, 4096LL * 8192);
+  const TmaMap wm = fp8_map(w, 8192, 128), xm = fp8_map(x, 4096, 256 / kCluster);
+  auto kernel = tma_kernel<kWgmma, kCluster, kL2>;
+  const int smem = 4 * 48 * 1024 + 1024 + 256;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr{};
+  cfg.gridDim = dim3(sms / kCluster * kCluster), cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = smem;
+  attr.id = cudaLaunchAttributeClusterDimension, attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = 1,
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr, cfg.numAttrs = 1;
+  const float best = best_ms([&] { cudaLaunchKernelEx(&cfg, kernel, wm, xm, out); });
+  // And the mean of 200 back to back (~60 ms: long enough for the power limit to act, as in a GEMM run).
+  const float mean = best_ms([&] {
+                       for (int r = 0; r < 200; ++r) cudaLaunchKernelEx(&cfg, kernel, wm, xm, out);
+                     }) / 200;
+  const cudaError_t err = cudaGetLastError();
+  const double flop = 2.0 * 4096 * 8192 * 8192, bytes = 1024.0 * 64 * 48 * 1024;  // delivered into SMs
+  char extra[64];
+  std::snprintf(extra, sizeof extra, "(x200 back to back: %.1f TFLOP/s)  ", flop / (mean * 1e-3) / 1e12);
+  report_fed(name, best, flop, bytes, extra, err);
+  cudaFree(out), cudaFree(w), cudaFree(x);
+}
+
 template <int kV>
 double tflops(const char* name, int sms) {
   float* out;
@@ -470,27 +655,42 @@ double tflops(const char* name, int sms) {
   return tf;
 }
 
-int main() {
+int main(int argc, char** argv) {
+  // argv[1], if any: run only the rows whose name contains it (e.g. "mc2", "feed")
+  auto want = [&](const char* name) { return argc < 2 || std::strstr(name, argv[1]) != nullptr; };
   cudaDeviceProp p;
   cudaGetDeviceProperties(&p, 0);
   std::printf("%s, %d SMs; one CTA of 2 consumer warpgroups per SM, %d blocks of 128 K each\n", p.name,
               p.multiProcessorCount, kBlocks);
   const int sms = p.multiProcessorCount;
-  tflops<kSs256>("ss256", sms);
-  tflops<kSs128x2>("ss128x2", sms);
-  tflops<kRs64Acc>("rs64acc", sms);
-  tflops<kRs64Pro>("rs64pro", sms);
-  tflops<kRs64Pipe>("rs64pipe", sms);
-  feed_run<kFeed>("feed", sms);
-  feed_run<kFeedEpi>("feed+epi", sms);
-  feed_run<kCopyOnly>("copy-only", sms);
-  feed_run<kFeedA>("feed-A-only", sms);
-  feed_run<kContend>("contend", sms);
-  feed_run<kFeed, 8>("feed-8x64K", sms);
-  feed_run<kCopyOnly, 8>("copy-only-8x64K", sms);
-  feed_run<kCopyOnly>("copy-only-half", sms / 2);  // same per-CTA rate: an SM port limit; higher: L2's total
-  feed_run<kFeed>("feed-half", sms / 2);
-  wide_run<3, 128, 64>("wide192", sms);
-  wide_run<2, 256, 64>("wide320", sms);
+  if (want("ss256")) tflops<kSs256>("ss256", sms);
+  if (want("ss128x2")) tflops<kSs128x2>("ss128x2", sms);
+  if (want("rs64acc")) tflops<kRs64Acc>("rs64acc", sms);
+  if (want("rs64pro")) tflops<kRs64Pro>("rs64pro", sms);
+  if (want("rs64pipe")) tflops<kRs64Pipe>("rs64pipe", sms);
+  if (want("feed")) feed_run<kFeed>("feed", sms);
+  if (want("feed+epi")) feed_run<kFeedEpi>("feed+epi", sms);
+  if (want("copy-only")) feed_run<kCopyOnly>("copy-only", sms);
+  if (want("feed-A-only")) feed_run<kFeedA>("feed-A-only", sms);
+  if (want("contend")) feed_run<kContend>("contend", sms);
+  if (want("feed-8x64K")) feed_run<kFeed, 8>("feed-8x64K", sms);
+  if (want("copy-only-8x64K")) feed_run<kCopyOnly, 8>("copy-only-8x64K", sms);
+  if (want("copy-only-half")) feed_run<kCopyOnly>("copy-only-half", sms / 2);  // same per-CTA rate: an SM port limit; higher: L2's total
+  if (want("feed-half")) feed_run<kFeed>("feed-half", sms / 2);
+  if (want("copy-only-mc2")) feed_run<kCopyOnly, 4, 2>("copy-only-mc2", sms);
+  if (want("feed-mc2")) feed_run<kFeed, 4, 2>("feed-mc2", sms);
+  if (want("feed-mc2-half")) feed_run<kFeed, 4, 2>("feed-mc2-half", sms / 2);
+  if (want("tma-copy")) tma_run<false, 1, false>("tma-copy", sms);
+  if (want("tma-copy-mc2")) tma_run<false, 2, false>("tma-copy-mc2", sms);
+  if (want("tma-copy-l2")) tma_run<false, 1, true>("tma-copy-l2", sms);
+  if (want("tma-copy-l2-mc2")) tma_run<false, 2, true>("tma-copy-l2-mc2", sms);
+  if (want("tma-feed")) tma_run<true, 1, false>("tma-feed", sms);
+  if (want("tma-feed-mc2")) tma_run<true, 2, false>("tma-feed-mc2", sms);
+  if (want("tma-feed-l2")) tma_run<true, 1, true>("tma-feed-l2", sms);
+  if (want("tma-feed-l2-mc2")) tma_run<true, 2, true>("tma-feed-l2-mc2", sms);
+  if (want("tma-feed-rand")) tma_run<true, 1, false>("tma-feed-rand", sms, true);
+  if (want("tma-feed-rand-mc2")) tma_run<true, 2, false>("tma-feed-rand-mc2", sms, true);
+  if (want("wide192")) wide_run<3, 128, 64>("wide192", sms);
+  if (want("wide320")) wide_run<2, 256, 64>("wide320", sms);
   return 0;
 }
