@@ -29,8 +29,9 @@
 //            -l2: rows modulo 1024, 16 MiB that stay in L2), walked as wgmma_fp8 walks 4096x8192x8192
 //            (1024 units of 64 blocks, token blocks fastest); -mc2: clusters of 2 sharing the x box by
 //            multicast, as B12X_CLUSTERS=1 does. Does the bulk copies' multicast gain survive boxes?
-//            -rand: random E4M3 operands (every other row has zeros: the tensor cores' power is
-//            data-dependent, and the GEMM runs on random data)
+//            -rand: random E4M3 operands instead of zeros (the tensor cores' power is data-dependent,
+//            and the GEMM runs on random data; also ss256-rand, rs64pro-rand, wide*-rand); -epi: each unit restarts its
+//            accumulator and ends with the GEMM's epilogue (BF16 y stored as wgmma_fp8 stores it)
 //   *-mc2    in clusters of 2 CTAs: each loads its own A and half of B, multicast to both, so L2
 //            sends 32 KiB per CTA and block instead of 48 while each SM still receives 48: if the
 //            rate rises, L2's output (not the SMs' intake) is the limit and multicast is the lever
@@ -51,13 +52,28 @@ using namespace b12x::device;
 constexpr int kBlocks = 2048;  // 128-K blocks per warpgroup (32 tiles of K = 8192 for feed+epi)
 constexpr int kSmem = 48 * 1024;
 
+// Random E4M3 codes (no NaN: 0x7F / 0xFF become 0x7E / 0xFE), for the tensor cores' data-dependent power.
+__device__ unsigned char random_e4m3(long long i) {
+  unsigned h = static_cast<unsigned>(i) * 2654435761u;
+  h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+  const unsigned b = h & 0xFF;
+  return static_cast<unsigned char>((b & 0x7F) == 0x7F ? b ^ 1 : b);
+}
+__global__ void fill_random_e4m3(unsigned char* p, long long n) {
+  for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += 256LL * gridDim.x) p[i] = random_e4m3(i);
+}
+
+
 enum Variant { kSs256, kSs128x2, kRs64Acc, kRs64Pro, kRs64Pipe };
 
-template <int kV>
+// kRand: the tile holds random E4M3 codes instead of zeros (the tensor cores' power is data-dependent).
+template <int kV, bool kRand = false>
 __global__ void __launch_bounds__(256, 1) rate_kernel(float* out) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem[];
   for (int i = threadIdx.x; i < kSmem / 16; i += blockDim.x) reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
+  if constexpr (kRand)
+    for (int i = threadIdx.x; i < kSmem; i += blockDim.x) smem[i] = random_e4m3(i + 7919LL * blockIdx.x);
   __syncthreads();
   const int cw = threadIdx.x >> 7;
   const unsigned base = smem_u32(smem);
@@ -487,13 +503,14 @@ __global__ void __launch_bounds__(128 * (kWGs + 1), 1) wide_kernel(const unsigne
 }
 
 template <int kWGs, int kN1, int kN2>
-void wide_run(const char* name, int sms) {
+void wide_run(const char* name, int sms, bool random = false) {
   using W = Wide<kWGs, kN1, kN2>;
   float* out;
   unsigned char* src;
   cudaMalloc(&out, 8192);
   cudaMalloc(&src, 384LL * W::kStage);
   cudaMemset(src, 0, 384LL * W::kStage);
+  if (random) fill_random_e4m3<<<1024, 256>>>(src, 384LL * W::kStage);
   auto kernel = wide_kernel<kWGs, kN1, kN2>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, W::kSmem);
   const float best = best_ms([&] { kernel<<<sms, W::kThreads, W::kSmem>>>(src, out); });
@@ -506,9 +523,12 @@ void wide_run(const char* name, int sms) {
 }
 
 // The GEMM's feed through tensor maps (tma-* rows): 4 slots of 16 KiB W + 32 KiB x, the GEMM's walk.
-template <bool kWgmma, int kCluster, bool kL2>
+// kEpi: each unit ends with the GEMM's epilogue (acc restarts per unit; BF16 y [4096, 8192] stored as
+// wgmma_fp8 stores it: 32-bit words of two rows of one token, traded by shuffle).
+template <bool kWgmma, int kCluster, bool kL2, bool kEpi = false>
 __global__ void __launch_bounds__(384, 1) tma_kernel(const __grid_constant__ TmaMap w_map,
-                                                     const __grid_constant__ TmaMap x_map, float* out) {
+                                                     const __grid_constant__ TmaMap x_map, float* out,
+                                                     unsigned char* y) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kSlots = 4, kStage = 48 * 1024, kUnits = 1024 / kCluster, kKb = 64, kMb = 16;
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -557,28 +577,50 @@ __global__ void __launch_bounds__(384, 1) tma_kernel(const __grid_constant__ Tma
         const unsigned long long b = wgmma_desc_sw128(ring + s * kStage + 16384);
         wgmma_fence_regs(acc);
         wgmma_fence();
+        const bool more = !kEpi || kb > 0;
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          wgmma_fp8<256>(acc, wgmma_desc_advance(a, 32 * kk), wgmma_desc_advance(b, 32 * kk), 1);
+          wgmma_fp8<256>(acc, wgmma_desc_advance(a, 32 * kk), wgmma_desc_advance(b, 32 * kk), more || kk > 0);
         wgmma_commit();
         wgmma_fence_regs(acc);
         wgmma_wait<1>();
-        if (it > 0 && lane == 0) mbar_arrive_all<kCluster>(empty((it - 1) % kSlots));
+        if ((!kEpi || kb > 0) && it > 0 && lane == 0) mbar_arrive_all<kCluster>(empty((it - 1) % kSlots));
       } else {
         __syncwarp();
         if (lane == 0) mbar_arrive_all<kCluster>(empty(s));
       }
     }
+    if constexpr (kEpi && kWgmma) {
+      wgmma_wait<0>();
+      wgmma_fence_regs(acc);
+      if (lane == 0) mbar_arrive_all<kCluster>(empty((it - 1) % kSlots));
+      const int m_blk = u % kMb, w_blk = kCluster * (u / kMb) + static_cast<int>(rank);
+      const int g = lane >> 2, t = lane & 3;
+      const int r_lo = 128 * w_blk + 64 * cw + 16 * warp + g;
+#pragma unroll
+      for (int c = 0; c < 32; ++c) {
+        const int tok0 = 256 * m_blk + 8 * c + 2 * t;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float v0 = acc[4 * c + 2 * h], v1 = acc[4 * c + 2 * h + 1];
+          const bool odd = g & 1;
+          const float got = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
+          const int tok = odd ? tok0 + 1 : tok0, r0 = (odd ? r_lo - 1 : r_lo) + 8 * h;
+          const unsigned bits = pack_bf16x2(odd ? got : v0, odd ? v1 : got);
+          *reinterpret_cast<unsigned*>(y + 2 * (static_cast<long long>(tok) * 8192 + r0)) = bits;
+        }
+      }
+    }
   }
   wgmma_wait<0>();
   wgmma_fence_regs(acc);
-  if (kWgmma && it > 0 && lane == 0) mbar_arrive_all<kCluster>(empty((it - 1) % kSlots));
+  if (!kEpi && kWgmma && it > 0 && lane == 0) mbar_arrive_all<kCluster>(empty((it - 1) % kSlots));
   float sum = 0.0f;
   for (int i = 0; i < 128; ++i) sum += acc[i];
   if (sum == 12345.0f) out[threadIdx.x] = sum;
   cluster_exit_sync<kCluster>();
 #else
-  (void)w_map, (void)x_map, (void)out;
+  (void)w_map, (void)x_map, (void)out, (void)y;
 #endif
 }
 
@@ -598,27 +640,18 @@ TmaMap fp8_map(const void* base, unsigned long long rows, unsigned box_rows) {
   return t;
 }
 
-// Random E4M3 codes (no NaN: 0x7F / 0xFF become 0x7E / 0xFE), for the tensor cores' data-dependent power.
-__global__ void fill_random_e4m3(unsigned char* p, long long n) {
-  for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += 256LL * gridDim.x) {
-    unsigned h = static_cast<unsigned>(i) * 2654435761u;
-    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
-    const unsigned b = h & 0xFF;
-    p[i] = static_cast<unsigned char>((b & 0x7F) == 0x7F ? b ^ 1 : b);
-  }
-}
-
 // random: the operands hold random E4M3 codes instead of zeros.
-template <bool kWgmma, int kCluster, bool kL2>
+template <bool kWgmma, int kCluster, bool kL2, bool kEpi = false>
 void tma_run(const char* name, int sms, bool random = false) {
   float* out;
-  unsigned char *w, *x;
+  unsigned char *w, *x, *y;
   cudaMalloc(&out, 8192);
+  cudaMalloc(&y, 4096LL * 8192 * 2);
   cudaMalloc(&w, 8192LL * 8192), cudaMalloc(&x, 4096LL * 8192);
   cudaMemset(w, 0, 8192LL * 8192), cudaMemset(x, 0, 4096LL * 8192);
   if (random) fill_random_e4m3<<<1024, 256>>>(w, 8192LL * 8192), fill_random_e4m3<<<1024, 256>>>(x, 4096LL * 8192);
   const TmaMap wm = fp8_map(w, 8192, 128), xm = fp8_map(x, 4096, 256 / kCluster);
-  auto kernel = tma_kernel<kWgmma, kCluster, kL2>;
+  auto kernel = tma_kernel<kWgmma, kCluster, kL2, kEpi>;
   const int smem = 4 * 48 * 1024 + 1024 + 256;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaLaunchConfig_t cfg{};
@@ -627,25 +660,25 @@ void tma_run(const char* name, int sms, bool random = false) {
   attr.id = cudaLaunchAttributeClusterDimension, attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = 1,
   attr.val.clusterDim.z = 1;
   cfg.attrs = &attr, cfg.numAttrs = 1;
-  const float best = best_ms([&] { cudaLaunchKernelEx(&cfg, kernel, wm, xm, out); });
+  const float best = best_ms([&] { cudaLaunchKernelEx(&cfg, kernel, wm, xm, out, y); });
   // And the mean of 200 back to back (~60 ms: long enough for the power limit to act, as in a GEMM run).
   const float mean = best_ms([&] {
-                       for (int r = 0; r < 200; ++r) cudaLaunchKernelEx(&cfg, kernel, wm, xm, out);
+                       for (int r = 0; r < 200; ++r) cudaLaunchKernelEx(&cfg, kernel, wm, xm, out, y);
                      }) / 200;
   const cudaError_t err = cudaGetLastError();
   const double flop = 2.0 * 4096 * 8192 * 8192, bytes = 1024.0 * 64 * 48 * 1024;  // delivered into SMs
   char extra[64];
   std::snprintf(extra, sizeof extra, "(x200 back to back: %.1f TFLOP/s)  ", flop / (mean * 1e-3) / 1e12);
   report_fed(name, best, flop, bytes, extra, err);
-  cudaFree(out), cudaFree(w), cudaFree(x);
+  cudaFree(out), cudaFree(w), cudaFree(x), cudaFree(y);
 }
 
-template <int kV>
+template <int kV, bool kRand = false>
 double tflops(const char* name, int sms) {
   float* out;
   cudaMalloc(&out, 4096);
-  cudaFuncSetAttribute(rate_kernel<kV>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  const float best = best_ms([&] { rate_kernel<kV><<<sms, 256, kSmem>>>(out); });
+  cudaFuncSetAttribute(rate_kernel<kV, kRand>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  const float best = best_ms([&] { rate_kernel<kV, kRand><<<sms, 256, kSmem>>>(out); });
   const cudaError_t err = cudaGetLastError();
   // Per CTA and block: 2 warpgroups x 64 rows x 256 columns x 128 K multiply-adds.
   const double flop = 2.0 * sms * kBlocks * 2.0 * 64 * 256 * 128;
@@ -665,6 +698,8 @@ int main(int argc, char** argv) {
   const int sms = p.multiProcessorCount;
   if (want("ss256")) tflops<kSs256>("ss256", sms);
   if (want("ss128x2")) tflops<kSs128x2>("ss128x2", sms);
+  if (want("ss256-rand")) tflops<kSs256, true>("ss256-rand", sms);
+  if (want("rs64pro-rand")) tflops<kRs64Pro, true>("rs64pro-rand", sms);
   if (want("rs64acc")) tflops<kRs64Acc>("rs64acc", sms);
   if (want("rs64pro")) tflops<kRs64Pro>("rs64pro", sms);
   if (want("rs64pipe")) tflops<kRs64Pipe>("rs64pipe", sms);
@@ -689,8 +724,12 @@ int main(int argc, char** argv) {
   if (want("tma-feed-l2")) tma_run<true, 1, true>("tma-feed-l2", sms);
   if (want("tma-feed-l2-mc2")) tma_run<true, 2, true>("tma-feed-l2-mc2", sms);
   if (want("tma-feed-rand")) tma_run<true, 1, false>("tma-feed-rand", sms, true);
+  if (want("tma-feed-epi")) tma_run<true, 1, false, true>("tma-feed-epi", sms);
+  if (want("tma-feed-epi-rand")) tma_run<true, 1, false, true>("tma-feed-epi-rand", sms, true);
   if (want("tma-feed-rand-mc2")) tma_run<true, 2, false>("tma-feed-rand-mc2", sms, true);
   if (want("wide192")) wide_run<3, 128, 64>("wide192", sms);
   if (want("wide320")) wide_run<2, 256, 64>("wide320", sms);
+  if (want("wide192-rand")) wide_run<3, 128, 64>("wide192-rand", sms, true);
+  if (want("wide320-rand")) wide_run<2, 256, 64>("wide320-rand", sms, true);
   return 0;
 }
