@@ -141,17 +141,25 @@ B12X_DEV unsigned pack_bf16x2(float lo, float hi) {
   return d;
 }
 
-B12X_DEV unsigned pack_f16x2(float lo, float hi) {
+// Two FP16 (lo in the low half), RNE, for values that are not NaN (pack_f16x2: any values).
+B12X_DEV unsigned pack_f16x2_not_nan(float lo, float hi) {
 #if defined(__CUDA_ARCH__)
   // cvt.rn.f16x2.f32: IEEE RNE, FP16 subnormals kept (no .ftz), overflow to Inf (no .satfinite).
   unsigned d;
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  if (is_nan(lo)) d = (d & 0xFFFF0000u) | f32_to_f16_rne(lo);
-  if (is_nan(hi)) d = (d & 0x0000FFFFu) | (f32_to_f16_rne(hi) << 16);
   return d;
 #else
   return f32_to_f16_rne(lo) | (f32_to_f16_rne(hi) << 16);
 #endif
+}
+
+B12X_DEV unsigned pack_f16x2(float lo, float hi) {
+  unsigned d = pack_f16x2_not_nan(lo, hi);
+#if defined(__CUDA_ARCH__)
+  if (is_nan(lo)) d = (d & 0xFFFF0000u) | f32_to_f16_rne(lo);
+  if (is_nan(hi)) d = (d & 0x0000FFFFu) | (f32_to_f16_rne(hi) << 16);
+#endif
+  return d;
 }
 
 // FP32 output bits as the host writes them: store_f32 goes through double, which quiets a

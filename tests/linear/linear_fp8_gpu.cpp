@@ -238,16 +238,23 @@ TEST_F(LinearFp8Gpu, NanCodesTurnExactlyTheirRowsAndTokensIntoNan) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
+  // Ragged tiles (40 x 260) and whole ones (256 x 256, BF16 and F16 y: the epilogue's unchecked stores).
+  struct Case {
+    int64_t n, m;
+    DType out;
+  };
+  for (const Case cs : {Case{260, 40, DType::bf16}, Case{256, 256, DType::bf16}, Case{256, 256, DType::f16}})
   for (ActMode act : {ActMode::fp8_tensor, ActMode::fp8_token, ActMode::fp8_block}) {
-    const int64_t n = 260, k = 512, m = 40;
-    const linear::Caps caps = fp8_caps(act, n, k, m, DType::bf16, DType::bf16, false);
+    const int64_t n = cs.n, k = 512, m = cs.m;
+    SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " " + std::string(dtype_name(cs.out)));
+    const linear::Caps caps = fp8_caps(act, n, k, m, DType::bf16, cs.out, false);
     const linear::Plan plan = linear::plan(caps);
     PackedWeight p = test::random_weight(caps.format, n, k, rng, test::kLinearDraw);
-    const std::vector<int64_t> nan_rows = {0, 77, 128, 259};
+    const std::vector<int64_t> nan_rows = {0, 77, 128, n - 1};
     for (int64_t r : nan_rows) p.data.ptr<uint8_t>()[r * k + static_cast<int64_t>(rng() % k)] = rng() % 2 ? 0x7F : 0xFF;
     const DeviceWeight w(p);
     HostTensor x = random_x(rng, DType::bf16, m, k);
-    const std::vector<int64_t> nan_tokens = {3, 39};
+    const std::vector<int64_t> nan_tokens = {3, m - 1};
     for (int64_t t : nan_tokens) store_f32(x.view().data, DType::bf16, t * k + static_cast<int64_t>(rng() % k), NAN);
     QuantizedLinearRunner runner(plan);
     const std::vector<uint8_t> y = runner.run(x, 0.05f, w, nullptr);
@@ -255,7 +262,7 @@ TEST_F(LinearFp8Gpu, NanCodesTurnExactlyTheirRowsAndTokensIntoNan) {
     for (int64_t t = 0; t < m; ++t)
       for (int64_t r = 0; r < n; ++r) {
         const bool want_nan = std::count(nan_rows.begin(), nan_rows.end(), r) || std::count(nan_tokens.begin(), nan_tokens.end(), t);
-        const bool is_nan = test::is_nan_bits(test::element_bits(y.data(), DType::bf16, t * n + r), DType::bf16);
+        const bool is_nan = test::is_nan_bits(test::element_bits(y.data(), cs.out, t * n + r), cs.out);
         if (is_nan != want_nan && unexpected++ < 5)
           ADD_FAILURE() << act_mode_name(act) << ": token " << t << " row " << r << (want_nan ? " not NaN" : " NaN");
       }

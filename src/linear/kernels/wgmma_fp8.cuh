@@ -520,46 +520,72 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
       if constexpr (kMode != kFp8Block) v = mul_rn(v, alpha);
       return has_bias ? add_rn(v, b) : v;
     };
-    B12X_UNROLL
-    for (int c = 0; c < kBN / 8; ++c) {
-      const int tok0 = kBN * m_blk + 8 * c + 2 * t;
-      float sx0 = 1.0f, sx1 = 1.0f;
-      if constexpr (kMode == kFp8Token) {
-        sx0 = tok0 < m ? ld_f32(x_scale + tok0) : 0.0f;
-        sx1 = tok0 + 1 < m ? ld_f32(x_scale + tok0 + 1) : 0.0f;
-      }
-      // alpha = sx * sw, one rounding (the spec's double product of two FP32 values, rounded once).
-      auto alpha = [&](float sx, float sw) { return kMode == kFp8Tensor ? tensor_alpha : mul_rn(sx, sw); };
+    // A tile wholly inside y with n even (every tile of the large shapes) stores its pairs with no
+    // bounds checks, through one pointer that moves 8 tokens per step, and tests the pair for NaN
+    // once (the general path below spends ~40 instructions per pair on its checks and 64-bit index
+    // arithmetic, in a loop that leaves the tensor cores idle: SASS, 2026-12-07). Same bits.
+    const bool whole = kOut != kOutF32 && kBN * (m_blk + 1) <= m && static_cast<long long>(kF8Rows) * (w_blk + 1) <= n &&
+                       (n & 1) == 0;
+    auto store_tile = [&](auto whole_c) {
+      constexpr bool kWhole = decltype(whole_c)::value;
+      // kWhole: this lane's pair (lane g even: token 2t, rows r_lo and r_lo + 1; g odd: token 2t + 1,
+      // rows r_lo - 1 and r_lo) of the tile's first 8 tokens, + 8 tokens per step c.
+      unsigned char* whole_y = nullptr;
+      if constexpr (kWhole) whole_y = y + 2 * (static_cast<long long>(kBN * m_blk + 2 * t + (g & 1)) * n + (r_lo - (g & 1)));
       B12X_UNROLL
-      for (int h = 0; h < 2; ++h) {  // rows r_lo (h = 0) and r_lo + 8
-        const long long r = r_lo + 8 * h;
-        const float sw = h ? sw_hi : sw_lo, b = h ? b_hi : b_lo;
-        const float v0 = finish(acc[4 * c + 2 * h], alpha(sx0, sw), b);
-        const float v1 = finish(acc[4 * c + 2 * h + 1], alpha(sx1, sw), b);
-        if constexpr (kOut == kOutF32) {
-          if (r < n) {
-            if (tok0 < m) st_u32(y + 4 * (static_cast<long long>(tok0) * n + r), f32_out_bits(v0));
-            if (tok0 + 1 < m) st_u32(y + 4 * (static_cast<long long>(tok0 + 1) * n + r), f32_out_bits(v1));
-          }
-        } else {
-          // Lane g even keeps token tok0 and takes row r + 1 of it from lane g + 1; lane g odd keeps
-          // token tok0 + 1 and takes row r - 1 of it from lane g - 1.
-          const bool odd = g & 1;
-          const float got = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
-          const int tok = odd ? tok0 + 1 : tok0;
-          const long long r0 = odd ? r - 1 : r;  // the even row of the pair
-          const unsigned bits = kOut == kOutBf16 ? pack_bf16x2(odd ? got : v0, odd ? v1 : got)
-                                                 : pack_f16x2(odd ? got : v0, odd ? v1 : got);
-          if (tok < m && r0 < n) {
-            unsigned char* p = y + 2 * (static_cast<long long>(tok) * n + r0);
-            if (r0 + 1 < n && (n & 1) == 0) st_u32(p, bits);
-            else {
-              st_u16(p, bits & 0xFFFFu);
-              if (r0 + 1 < n) st_u16(p + 2, bits >> 16);
+      for (int c = 0; c < kBN / 8; ++c) {
+        const int tok0 = kBN * m_blk + 8 * c + 2 * t;
+        float sx0 = 1.0f, sx1 = 1.0f;
+        if constexpr (kMode == kFp8Token) {
+          sx0 = kWhole || tok0 < m ? ld_f32(x_scale + tok0) : 0.0f;
+          sx1 = kWhole || tok0 + 1 < m ? ld_f32(x_scale + tok0 + 1) : 0.0f;
+        }
+        // alpha = sx * sw, one rounding (the spec's double product of two FP32 values, rounded once).
+        auto alpha = [&](float sx, float sw) { return kMode == kFp8Tensor ? tensor_alpha : mul_rn(sx, sw); };
+        B12X_UNROLL
+        for (int h = 0; h < 2; ++h) {  // rows r_lo (h = 0) and r_lo + 8
+          const long long r = r_lo + 8 * h;
+          const float sw = h ? sw_hi : sw_lo, b = h ? b_hi : b_lo;
+          const float v0 = finish(acc[4 * c + 2 * h], alpha(sx0, sw), b);
+          const float v1 = finish(acc[4 * c + 2 * h + 1], alpha(sx1, sw), b);
+          if constexpr (kOut == kOutF32) {
+            if (r < n) {
+              if (tok0 < m) st_u32(y + 4 * (static_cast<long long>(tok0) * n + r), f32_out_bits(v0));
+              if (tok0 + 1 < m) st_u32(y + 4 * (static_cast<long long>(tok0 + 1) * n + r), f32_out_bits(v1));
+            }
+          } else {
+            // Lane g even keeps token tok0 and takes row r + 1 of it from lane g + 1; lane g odd keeps
+            // token tok0 + 1 and takes row r - 1 of it from lane g - 1.
+            const bool odd = g & 1;
+            const float got = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
+            const float lo = odd ? got : v0, hi = odd ? v1 : got;
+            if constexpr (kWhole) {
+              unsigned char* p = whole_y + 16 * h;
+              if (lo == lo && hi == hi) st_u32(p, kOut == kOutBf16 ? pack_bf16x2_not_nan(lo, hi) : pack_f16x2_not_nan(lo, hi));
+              else st_u32(p, kOut == kOutBf16 ? pack_bf16x2(lo, hi) : pack_f16x2(lo, hi));
+            } else {
+              const int tok = odd ? tok0 + 1 : tok0;
+              const long long r0 = odd ? r - 1 : r;  // the even row of the pair
+              const unsigned bits = kOut == kOutBf16 ? pack_bf16x2(lo, hi) : pack_f16x2(lo, hi);
+              if (tok < m && r0 < n) {
+                unsigned char* p = y + 2 * (static_cast<long long>(tok) * n + r0);
+                if (r0 + 1 < n && (n & 1) == 0) st_u32(p, bits);
+                else {
+                  st_u16(p, bits & 0xFFFFu);
+                  if (r0 + 1 < n) st_u16(p + 2, bits >> 16);
+                }
+              }
             }
           }
         }
+        if constexpr (kWhole) whole_y += 16LL * n;
       }
+    };
+    if constexpr (kOut != kOutF32) {
+      if (whole) store_tile(BoolConst<true>{});
+      else store_tile(BoolConst<false>{});
+    } else {
+      store_tile(BoolConst<false>{});
     }
   }
   if (turn_order && cw == 0 && turn_taken) named_barrier(2, 256);  // warpgroup 1's last pass_turn
