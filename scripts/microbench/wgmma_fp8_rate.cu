@@ -220,6 +220,27 @@ __global__ void __launch_bounds__(256, 1) rate_kernel(float* out) {
 #endif
 }
 
+// The GEMM's register epilogue for the 256-token x 128-row tile (m_blk, w_blk) of a y [*, 8192]:
+// BF16 pairs traded by shuffle and stored as 32-bit words (wgmma_fp8's order).
+__device__ void store_tile_registers(const float (&acc)[128], unsigned char* y, int m_blk, int w_blk, int cw, int warp,
+                                     int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const int r_lo = 128 * w_blk + 64 * cw + 16 * warp + g;
+#pragma unroll
+  for (int c = 0; c < 32; ++c) {
+    const int tok0 = 256 * m_blk + 8 * c + 2 * t;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float v0 = acc[4 * c + 2 * h], v1 = acc[4 * c + 2 * h + 1];
+      const bool odd = g & 1;
+      const float got = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
+      const int tok = odd ? tok0 + 1 : tok0, r0 = (odd ? r_lo - 1 : r_lo) + 8 * h;
+      const unsigned bits = pack_bf16x2(odd ? got : v0, odd ? v1 : got);
+      *reinterpret_cast<unsigned*>(y + 2 * (static_cast<long long>(tok) * 8192 + r0)) = bits;
+    }
+  }
+}
+
 constexpr int kFeedMaxSlots = 8, kFeedStage = 48 * 1024;
 constexpr int kFeedSmem = 4 * kFeedStage + 1024 + 256;  // 192 KiB of slots (any slot count) + barriers
 constexpr long long kFeedSrcBytes = 512LL * kFeedStage;  // 24 MiB: stays in L2 after the first pass
@@ -343,21 +364,7 @@ __global__ void __launch_bounds__(384, 1) feed_kernel(const unsigned char* src, 
     if constexpr (kMode == kFeedEpi) {
       // The GEMM's epilogue for tile (blockIdx.x + gridDim.x r) of 16 x 64 (256 tokens x 128 rows, N = 8192).
       const int tile = (blockIdx.x + gridDim.x * (it0 / kTileBlocks)) % 1024, m_blk = tile % 16, w_blk = tile / 16;
-      const int g = lane >> 2, t = lane & 3;
-      const int r_lo = 128 * w_blk + 64 * cw + 16 * warp + g;
-#pragma unroll
-      for (int c = 0; c < 32; ++c) {
-        const int tok0 = 256 * m_blk + 8 * c + 2 * t;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float v0 = acc[4 * c + 2 * h], v1 = acc[4 * c + 2 * h + 1];
-          const bool odd = g & 1;
-          const float got = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
-          const int tok = odd ? tok0 + 1 : tok0, r0 = (odd ? r_lo - 1 : r_lo) + 8 * h;
-          const unsigned bits = pack_bf16x2(odd ? got : v0, odd ? v1 : got);
-          *reinterpret_cast<unsigned*>(y + 2 * (static_cast<long long>(tok) * 8192 + r0)) = bits;
-        }
-      }
+      store_tile_registers(acc, y, m_blk, w_blk, cw, warp, lane);
     }
   }
   for (int i = 0; i < 128; ++i) sum += acc[i];
@@ -595,21 +602,7 @@ __global__ void __launch_bounds__(384, 1) tma_kernel(const __grid_constant__ Tma
       wgmma_fence_regs(acc);
       if (lane == 0) mbar_arrive_all<kCluster>(empty((it - 1) % kSlots));
       const int m_blk = u % kMb, w_blk = kCluster * (u / kMb) + static_cast<int>(rank);
-      const int g = lane >> 2, t = lane & 3;
-      const int r_lo = 128 * w_blk + 64 * cw + 16 * warp + g;
-#pragma unroll
-      for (int c = 0; c < 32; ++c) {
-        const int tok0 = 256 * m_blk + 8 * c + 2 * t;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float v0 = acc[4 * c + 2 * h], v1 = acc[4 * c + 2 * h + 1];
-          const bool odd = g & 1;
-          const float got = __shfl_xor_sync(0xFFFFFFFFu, odd ? v0 : v1, 4);
-          const int tok = odd ? tok0 + 1 : tok0, r0 = (odd ? r_lo - 1 : r_lo) + 8 * h;
-          const unsigned bits = pack_bf16x2(odd ? got : v0, odd ? v1 : got);
-          *reinterpret_cast<unsigned*>(y + 2 * (static_cast<long long>(tok) * 8192 + r0)) = bits;
-        }
-      }
+      store_tile_registers(acc, y, m_blk, w_blk, cw, warp, lane);
     }
   }
   wgmma_wait<0>();

@@ -130,17 +130,6 @@ B12X_DEV unsigned pack_bf16x2_not_nan(float lo, float hi) {
 #endif
 }
 
-// The same for any values: the cvt writes NaN as the canonical 0x7FFF, so NaN lanes are re-encoded
-// like the host (sign kept, 0x7FC0).
-B12X_DEV unsigned pack_bf16x2(float lo, float hi) {
-  unsigned d = pack_bf16x2_not_nan(lo, hi);
-#if defined(__CUDA_ARCH__)
-  if (is_nan(lo)) d = (d & 0xFFFF0000u) | f32_to_bf16_rne(lo);
-  if (is_nan(hi)) d = (d & 0x0000FFFFu) | (f32_to_bf16_rne(hi) << 16);
-#endif
-  return d;
-}
-
 // Two FP16 (lo in the low half), RNE, for values that are not NaN (pack_f16x2: any values).
 B12X_DEV unsigned pack_f16x2_not_nan(float lo, float hi) {
 #if defined(__CUDA_ARCH__)
@@ -153,14 +142,20 @@ B12X_DEV unsigned pack_f16x2_not_nan(float lo, float hi) {
 #endif
 }
 
-B12X_DEV unsigned pack_f16x2(float lo, float hi) {
-  unsigned d = pack_f16x2_not_nan(lo, hi);
+// The same for any values (kF16: FP16, else BF16): the cvt writes NaN as a canonical pattern, so NaN
+// lanes are re-encoded like the host (sign kept, quiet).
+template <bool kF16>
+B12X_DEV unsigned pack_16x2(float lo, float hi) {
+  unsigned d = kF16 ? pack_f16x2_not_nan(lo, hi) : pack_bf16x2_not_nan(lo, hi);
 #if defined(__CUDA_ARCH__)
-  if (is_nan(lo)) d = (d & 0xFFFF0000u) | f32_to_f16_rne(lo);
-  if (is_nan(hi)) d = (d & 0x0000FFFFu) | (f32_to_f16_rne(hi) << 16);
+  auto bits = [](float v) { return kF16 ? f32_to_f16_rne(v) : f32_to_bf16_rne(v); };
+  if (is_nan(lo)) d = (d & 0xFFFF0000u) | bits(lo);
+  if (is_nan(hi)) d = (d & 0x0000FFFFu) | (bits(hi) << 16);
 #endif
   return d;
 }
+B12X_DEV unsigned pack_bf16x2(float lo, float hi) { return pack_16x2<false>(lo, hi); }
+B12X_DEV unsigned pack_f16x2(float lo, float hi) { return pack_16x2<true>(lo, hi); }
 
 // FP32 output bits as the host writes them: store_f32 goes through double, which quiets a
 // signalling NaN (sets bit 22) and keeps every other value.
