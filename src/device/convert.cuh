@@ -156,6 +156,13 @@ B12X_DEV unsigned pack_16x2(float lo, float hi) {
 }
 B12X_DEV unsigned pack_bf16x2(float lo, float hi) { return pack_16x2<false>(lo, hi); }
 B12X_DEV unsigned pack_f16x2(float lo, float hi) { return pack_16x2<true>(lo, hi); }
+// pack_16x2 with one NaN test for the pair and the re-encoding only where it fires (the GEMM
+// epilogues, whose pairs are almost never NaN: one FSETP instead of the per-lane tests).
+template <bool kF16>
+B12X_DEV unsigned pack_16x2_rare_nan(float lo, float hi) {
+  if (lo == lo && hi == hi) return kF16 ? pack_f16x2_not_nan(lo, hi) : pack_bf16x2_not_nan(lo, hi);
+  return pack_16x2<kF16>(lo, hi);
+}
 
 // FP32 output bits as the host writes them: store_f32 goes through double, which quiets a
 // signalling NaN (sets bit 22) and keeps every other value.

@@ -561,8 +561,7 @@ __global__ void __launch_bounds__(device::kF8Threads, 1)
             const float lo = odd ? got : v0, hi = odd ? v1 : got;
             if constexpr (kWhole) {
               unsigned char* p = whole_y + 16 * h;
-              if (lo == lo && hi == hi) st_u32(p, kOut == kOutBf16 ? pack_bf16x2_not_nan(lo, hi) : pack_f16x2_not_nan(lo, hi));
-              else st_u32(p, kOut == kOutBf16 ? pack_bf16x2(lo, hi) : pack_f16x2(lo, hi));
+              st_u32(p, pack_16x2_rare_nan<kOut == kOutF16>(lo, hi));
             } else {
               const int tok = odd ? tok0 + 1 : tok0;
               const long long r0 = odd ? r - 1 : r;  // the even row of the pair
